@@ -1,0 +1,47 @@
+"""surrealdocs: documents in, a searchable knowledge base inside SurrealDB out."""
+
+from .config import Settings
+from .embed import Embedder, get_embedder
+from .errors import (
+    ConfigurationError,
+    DimensionMismatchError,
+    EmbeddingModelMismatchError,
+    ExtractionError,
+    InvalidIdentifierError,
+    ModelUnavailableError,
+    SchemaNotInitializedError,
+    SchemaVersionError,
+    StoreError,
+    SurrealDocsError,
+)
+from .ingest import FileResult, IngestReport
+from .kb import KnowledgeBase, Stats, SyncKnowledgeBase
+from .search import Filters, Hit
+from .store.connection import Store, connect
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConfigurationError",
+    "DimensionMismatchError",
+    "Embedder",
+    "EmbeddingModelMismatchError",
+    "ExtractionError",
+    "FileResult",
+    "Filters",
+    "Hit",
+    "IngestReport",
+    "InvalidIdentifierError",
+    "KnowledgeBase",
+    "ModelUnavailableError",
+    "SchemaNotInitializedError",
+    "SchemaVersionError",
+    "Settings",
+    "Stats",
+    "Store",
+    "StoreError",
+    "SurrealDocsError",
+    "SyncKnowledgeBase",
+    "connect",
+    "get_embedder",
+]

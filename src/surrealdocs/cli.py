@@ -1,0 +1,241 @@
+"""Command line: a thin face over :class:`surrealdocs.KnowledgeBase`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .config import Settings
+from .errors import SurrealDocsError
+from .ingest import FileResult, IngestReport
+from .kb import KnowledgeBase
+from .search import MODES
+
+app = typer.Typer(
+    help="Turn documents into a searchable knowledge base inside SurrealDB.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+T = TypeVar("T")
+
+DbOption = Annotated[str | None, typer.Option(
+    "--db", help="Store: a path, surrealkv://PATH, mem://, ws(s)://HOST:PORT or http(s)://…"
+                 " [default: $SURREALDOCS_DB or ./.surrealdocs/db]")]
+ModelOption = Annotated[str | None, typer.Option(
+    "--model", help="Embedding model [default: $SURREALDOCS_MODEL or all-minilm-l6-v2]")]
+NamespaceOption = Annotated[str | None, typer.Option("--namespace", help="SurrealDB namespace")]
+DatabaseOption = Annotated[str | None, typer.Option("--database", help="SurrealDB database")]
+UserOption = Annotated[str | None, typer.Option("--user", help="User for a SurrealDB server")]
+PasswordOption = Annotated[str | None, typer.Option(
+    "--password", help="Password for a SurrealDB server [default: $SURREALDOCS_PASSWORD]")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for machines")]
+
+
+def _settings(db: str | None, model: str | None, namespace: str | None, database: str | None,
+              user: str | None, password: str | None, **more: Any) -> Settings:
+    return Settings.from_env(db=db, model=model, namespace=namespace, database=database,
+                             user=user, password=password, **more)
+
+
+def _with_kb(settings: Settings, work: Callable[[KnowledgeBase], Awaitable[T]]) -> T:
+    async def run() -> T:
+        async with await KnowledgeBase.open(settings=settings) as kb:
+            return await work(kb)
+
+    try:
+        return asyncio.run(run())
+    except SurrealDocsError as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Files and directories to ingest")],
+    glob: Annotated[str, typer.Option(help="Pattern for files inside directories")] = "**/*",
+    force: Annotated[bool, typer.Option(help="Re-extract files even if unchanged")] = False,
+    retry_failed: Annotated[bool, typer.Option(
+        help="Retry unchanged files that failed last time")] = False,
+    chunk_size: Annotated[int | None, typer.Option(help="Characters per chunk")] = None,
+    chunk_overlap: Annotated[int | None, typer.Option(help="Characters of overlap")] = None,
+    as_json: JsonOption = False,
+    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
+    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+) -> None:
+    """Ingest files: extract, chunk, embed and store them; skip the ones already stored."""
+    settings = _settings(db, model, namespace, database, user, password,
+                         chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    progress = Progress(TextColumn("[bold]ingest"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), TextColumn("{task.description}"),
+                        console=err_console, disable=as_json or not err_console.is_terminal)
+    task = progress.add_task("", total=None)
+
+    def on_result(result: FileResult) -> None:
+        progress.update(task, advance=1, description=escape(Path(result.source).name[:40]))
+
+    def on_discovered(n: int) -> None:
+        progress.update(task, total=n)
+
+    with progress:
+        report = _with_kb(settings, lambda kb: kb.ingest(
+            paths, glob=glob, force=force, retry_failed=retry_failed, on_result=on_result,
+            on_discovered=on_discovered))
+    if as_json:
+        console.print_json(json.dumps(report.to_dict(), default=str))
+    else:
+        _print_report(report)
+    raise typer.Exit(1 if report.counts["failed"] else 0)
+
+
+def _print_report(report: IngestReport) -> None:
+    counts = report.counts
+    files = len(report.results)
+    table = Table(title="Ingest summary", show_header=True)
+    table.add_column("result")
+    table.add_column("files", justify="right")
+    labels = {"ingested": "ingested", "updated": "updated (content changed)",
+              "unchanged": "skipped as unchanged", "duplicate": "duplicates (content stored)",
+              "empty": "no text", "failed": "failed"}
+    for status, label in labels.items():
+        style = {"failed": "red", "empty": "yellow"}.get(status, "")
+        table.add_row(f"[{style}]{label}[/]" if style else label, str(counts[status]))
+    console.print(table)
+    rate = files / report.seconds if report.seconds else 0.0
+    console.print(
+        f"{files} files, {report.chunks_written} chunks written in {report.seconds:.1f} s"
+        f" ({rate:.1f} files/s)" + ("; vector index rebuilt" if report.index_rebuilt else ""))
+    problems = report.failures
+    if problems:
+        ptable = Table(title="Files without a document", show_header=True)
+        ptable.add_column("file", overflow="fold")
+        ptable.add_column("outcome")
+        ptable.add_column("reason", overflow="fold")
+        for r in sorted(problems, key=lambda r: (r.status, r.source)):
+            ptable.add_row(escape(r.source), r.status, escape(r.reason or ""))
+        console.print(ptable)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for")],
+    mode: Annotated[str, typer.Option(help=f"One of {', '.join(MODES)}")] = "hybrid",
+    limit: Annotated[int, typer.Option("--limit", "-k", help="Number of hits")] = 10,
+    min_score: Annotated[float | None, typer.Option(help="Drop hits scoring below this")] = None,
+    source: Annotated[str | None, typer.Option(help="Only sources matching this glob")] = None,
+    mime_type: Annotated[list[str] | None, typer.Option(
+        "--mime-type", help="Only these MIME types (repeatable)")] = None,
+    as_json: JsonOption = False,
+    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
+    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+) -> None:
+    """Search the stored chunks (hybrid by default; vector or BM25 text on request)."""
+    settings = _settings(db, model, namespace, database, user, password)
+    hits = _with_kb(settings, lambda kb: kb.search(
+        query, mode=mode, limit=limit, min_score=min_score, source=source,
+        mime_type=mime_type or None))
+    if as_json:
+        console.print_json(json.dumps([h.to_dict() for h in hits], default=str))
+        return
+    if not hits:
+        console.print("no hits")
+        return
+    table = Table(title=f"{mode} search: {escape(query)}", show_lines=True)
+    table.add_column("#", justify="right")
+    table.add_column("score", justify="right")
+    table.add_column("source", overflow="fold", max_width=40)
+    table.add_column("page", justify="right")
+    table.add_column("text", overflow="fold")
+    for n, hit in enumerate(hits, 1):
+        ranks = ""
+        if mode == "hybrid":
+            ranks = f"\n[dim]text {hit.text_rank or '-'} · vector {hit.vector_rank or '-'}[/dim]"
+        snippet = " ".join(hit.content.split())[:300]
+        table.add_row(str(n), f"{hit.score:.4f}{ranks}",
+                      escape(hit.title or Path(hit.source).name) + f"\n[dim]{escape(hit.source)}"
+                      f" [{hit.char_start}:{hit.char_end}][/dim]",
+                      str(hit.page or ""), escape(snippet))
+    console.print(table)
+
+
+@app.command()
+def stats(
+    as_json: JsonOption = False,
+    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
+    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+) -> None:
+    """Show what the store holds."""
+    settings = _settings(db, model, namespace, database, user, password)
+    result = _with_kb(settings, lambda kb: kb.stats())
+    if as_json:
+        console.print_json(json.dumps(result.to_dict(), default=str))
+        return
+    table = Table(title="surrealdocs store", show_header=False)
+    table.add_column("what")
+    table.add_column("value", overflow="fold")
+    table.add_row("store", result.url)
+    table.add_row("schema version", str(result.schema_version))
+    table.add_row("embedding model", f"{result.model} ({result.dimension} dimensions)")
+    table.add_row("documents", str(result.documents))
+    table.add_row("chunks", str(result.chunks))
+    for status, n in sorted(result.sources.items()):
+        table.add_row(f"sources {status}", str(n))
+    for mime, n in sorted(result.mime_types.items(), key=lambda kv: -kv[1]):
+        table.add_row(f"  {mime}", str(n))
+    table.add_row("vectors not yet in the HNSW graph", str(result.vectors_outside_graph))
+    console.print(table)
+
+
+@app.command()
+def delete(
+    sources: Annotated[list[str], typer.Argument(help="Sources (paths or names) to forget")],
+    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
+    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+) -> None:
+    """Forget sources; a document goes when no source refers to it any more."""
+    settings = _settings(db, model, namespace, database, user, password)
+
+    async def work(kb: KnowledgeBase) -> list[bool]:
+        return [await kb.delete(s) for s in sources]
+
+    found = _with_kb(settings, work)
+    for source, ok in zip(sources, found):
+        console.print(f"{'deleted' if ok else 'not found'}: {escape(source)}")
+    raise typer.Exit(0 if all(found) else 1)
+
+
+@app.command("rebuild-index")
+def rebuild_index(
+    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
+    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+) -> None:
+    """Build the HNSW graph over every stored vector (ingest does it after big loads)."""
+    settings = _settings(db, model, namespace, database, user, password)
+    _with_kb(settings, lambda kb: kb.rebuild_index())
+    console.print("vector index rebuilt")
+
+
+def main() -> None:
+    """Entry point. Exits with ``os._exit`` once output is flushed: the embedded engine's
+    runtime can abort while the interpreter tears down, which would turn a finished,
+    successful command into exit code 134."""
+    code: int = 0
+    try:
+        app()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,116 @@
+"""Settings: where the store lives, which model embeds, how text is chunked and indexed.
+
+Every field can come from an argument, or from a ``SURREALDOCS_<FIELD>`` environment variable
+(for example ``SURREALDOCS_DB``, ``SURREALDOCS_USER``, ``SURREALDOCS_CHUNK_SIZE``), or falls
+back to its default. Arguments win over the environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigurationError
+
+DEFAULT_DIR = Path(".surrealdocs")
+ENV_PREFIX = "SURREALDOCS_"
+DISTANCES = ("COSINE", "EUCLIDEAN", "MANHATTAN")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Configuration of one knowledge base.
+
+    Attributes:
+        db: store URL. ``None`` means an embedded file store under ``./.surrealdocs/``;
+            ``surrealkv://PATH`` a file store at PATH; ``mem://`` an in-memory store;
+            ``ws://``, ``wss://``, ``http://``, ``https://`` a SurrealDB server or cluster.
+        user, password: credentials for a server (root or namespace/database users).
+        namespace, database: where the tables live.
+        model: embedding model name (see ``surrealdocs.embed.available_models``).
+        chunk_size, chunk_overlap: chunk length and overlap in characters.
+        hnsw_*: HNSW index parameters. ``hnsw_ef`` is the search-time candidate list size.
+        bm25_k1, bm25_b: BM25 parameters of the full-text index.
+        extract_concurrency: files extracted at once.
+        extract_timeout: seconds after which one file's extraction is abandoned.
+        ocr_language: Tesseract language for images and scanned PDFs; empty disables OCR.
+        embed_batch_size: texts per model call.
+        rebuild_threshold: vectors written since the last HNSW build after which an ingest
+            rebuilds the graph (below it, new vectors are searched exactly, which is fast).
+    """
+
+    db: str | None = None
+    user: str | None = None
+    password: str | None = None
+    namespace: str = "surrealdocs"
+    database: str = "main"
+    model: str = "all-minilm-l6-v2"
+    chunk_size: int = 800
+    chunk_overlap: int = 100
+    hnsw_distance: str = "COSINE"
+    hnsw_efc: int = 150
+    hnsw_m: int = 12
+    hnsw_ef: int = 100
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    extract_concurrency: int = 2
+    extract_timeout: float = 120.0
+    ocr_language: str = "eng"
+    embed_batch_size: int = 32
+    rebuild_threshold: int = 2000
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.chunk_size < 50:
+            raise ConfigurationError(
+                f"chunk_size must be at least 50 characters, got {self.chunk_size}")
+        if not 0 <= self.chunk_overlap < self.chunk_size:
+            raise ConfigurationError(
+                f"chunk_overlap must be between 0 and chunk_size ({self.chunk_size}), "
+                f"got {self.chunk_overlap}"
+            )
+        if self.hnsw_distance.upper() not in DISTANCES:
+            raise ConfigurationError(
+                f"hnsw_distance must be one of {', '.join(DISTANCES)}, got {self.hnsw_distance!r}"
+            )
+        object.__setattr__(self, "hnsw_distance", self.hnsw_distance.upper())
+        for name in ("hnsw_efc", "hnsw_m", "hnsw_ef", "extract_concurrency", "embed_batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigurationError(f"{name} must be a positive integer")
+        if self.extract_timeout <= 0:
+            raise ConfigurationError("extract_timeout must be positive")
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from ``SURREALDOCS_*`` variables, then ``overrides`` (``None`` ignored)."""
+        env = dict(os.environ) if env is None else env
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name == "extra":
+                continue
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _coerce(f, raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+
+def _coerce(f: dataclasses.Field[Any], raw: str) -> Any:
+    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "str")
+    try:
+        if kind.startswith("int"):
+            return int(raw)
+        if kind.startswith("float"):
+            return float(raw)
+    except ValueError as exc:
+        raise ConfigurationError(
+            f"{ENV_PREFIX}{f.name.upper()} must be a number, got {raw!r}"
+        ) from exc
+    return raw

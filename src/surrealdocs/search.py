@@ -1,0 +1,263 @@
+"""Search: BM25 text, HNSW vector, and hybrid reciprocal rank fusion over both.
+
+Every filter is applied inside the query (for vector search it is pushed into the HNSW scan,
+so k results come back from the filtered subset). Vector search uses the HNSW index through
+``<|K,EF|>``; if the index is not ready (being built), it falls back to an exact scan rather
+than trusting the engine, which would then return every row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .config import Settings
+from .embed import Embedder
+from .errors import ConfigurationError, DimensionMismatchError
+from .store.connection import Store
+from .store.schema import CHUNKS, HNSW_INDEX, index_status
+
+MODES = ("hybrid", "vector", "text")
+RRF_K = 60
+
+_DETAIL_FIELDS = (
+    "id, document, content, chunk_index, char_start, char_end, page_number,"
+    " document.source AS source, document.title AS title, document.mime_type AS mime_type,"
+    " document.complete AS complete"
+)
+
+# Common English function words. The analyzer indexes them, and in an OR query they match
+# almost every chunk (slow) while adding nothing to the ranking.
+STOP_WORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from further
+had has have having he her here hers herself him himself his how i if in into is it its itself
+just me more most my myself no nor not of off on once only or other our ours ourselves out over
+own same she should so some such than that the their theirs them themselves then there these
+they this those through to too under until up very was we were what when where which while who
+whom why will with would you your yours yourself yourselves
+""".split())
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass
+class Filters:
+    """Restrict a search. ``source`` is a glob over document sources (``*.pdf``,
+    ``reports/*``); a pattern that is not absolute matches at the end of the path.
+    ``mime_type`` is one type or a list of types."""
+
+    source: str | None = None
+    mime_type: str | Sequence[str] | None = None
+
+    def where(self) -> tuple[list[str], dict[str, Any]]:
+        clauses: list[str] = []
+        params: dict[str, Any] = {}
+        if self.mime_type:
+            mimes = [self.mime_type] if isinstance(self.mime_type, str) else list(self.mime_type)
+            clauses.append("document.mime_type IN $f_mimes")
+            params["f_mimes"] = mimes
+        if self.source:
+            clauses.append("document.sources.any(|$s| string::matches($s, $f_source))")
+            params["f_source"] = glob_to_regex(self.source)
+        return clauses, params
+
+
+def glob_to_regex(pattern: str) -> str:
+    """A glob as an anchored regular expression (``*`` and ``**`` cross ``/``)."""
+    if not pattern.startswith(("/", "*")) and "://" not in pattern:
+        pattern = "*" + ("/" if not pattern.startswith("/") else "") + pattern
+        pattern = pattern.replace("*//", "*/")
+    out = ["^"]
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "*":
+            while i + 1 < len(pattern) and pattern[i + 1] == "*":
+                i += 1
+            out.append(".*")
+        elif ch == "?":
+            out.append(".")
+        elif ch == "[":
+            end = pattern.find("]", i + 1)
+            if end == -1:
+                out.append(re.escape(ch))
+            else:
+                body = pattern[i + 1:end].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = end
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    out.append("$")
+    # "*/name" should also match a bare "name" at the root.
+    regex = "".join(out)
+    return regex.replace("^.*/", "^(?:.*/)?", 1)
+
+
+@dataclass
+class Hit:
+    """One matching chunk, with where it comes from and why it matched."""
+
+    chunk_id: str
+    document_id: str
+    source: str
+    title: str | None
+    mime_type: str
+    content: str
+    chunk_index: int
+    char_start: int
+    char_end: int
+    page: int | None
+    score: float
+    text_rank: int | None = None
+    vector_rank: int | None = None
+    text_score: float | None = None
+    vector_score: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("extra")
+        return d
+
+
+def query_terms(text: str) -> str:
+    """Words of a user query for the BM25 index: punctuation and stop words removed."""
+    words = [w for w in _WORD.findall(text.lower())]
+    kept = [w for w in words if w not in STOP_WORDS]
+    return " ".join(kept or words)
+
+
+class Searcher:
+    def __init__(self, store: Store, embedder: Embedder, settings: Settings) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.settings = settings
+
+    async def search(self, query: str, *, mode: str = "hybrid", limit: int = 10,
+                     min_score: float | None = None, filters: Filters | None = None,
+                     candidates: int | None = None, rrf_k: int = RRF_K) -> list[Hit]:
+        """Search chunks. ``min_score`` applies to the mode's own score (cosine similarity
+        for vector, BM25 for text, the fused RRF score for hybrid). ``candidates`` is how
+        many hits each leg of a hybrid search fetches before fusion."""
+        if mode not in MODES:
+            raise ConfigurationError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if limit < 1:
+            raise ConfigurationError("limit must be at least 1")
+        filters = filters or Filters()
+        if mode == "text":
+            hits = await self.text(query, limit, filters)
+        elif mode == "vector":
+            vector = await asyncio.to_thread(self.embedder.embed_query, query)
+            hits = await self.vector(vector, limit, filters)
+        else:
+            depth = max(candidates or 0, limit, 50 if candidates is None else 0)
+            vector = await asyncio.to_thread(self.embedder.embed_query, query)
+            text_hits, vector_hits = await asyncio.gather(
+                self.text(query, depth, filters), self.vector(vector, depth, filters))
+            hits = fuse_rrf(text_hits, vector_hits, limit, rrf_k)
+        if min_score is not None:
+            hits = [h for h in hits if h.score >= min_score]
+        return hits[:limit]
+
+    async def text(self, query: str, limit: int, filters: Filters) -> list[Hit]:
+        terms = query_terms(query)
+        if not terms:
+            return []
+        clauses, params = filters.where()
+        where = " AND ".join([*clauses, "content @1,OR@ $q"])
+        (rows,) = await self.store.query(
+            f"SELECT {_DETAIL_FIELDS}, search::score(1) AS score FROM {CHUNKS}"
+            f" WHERE {where} ORDER BY score DESC, id LIMIT {int(limit)};",
+            {**params, "q": terms},
+        )
+        hits = [_hit(row, float(row.get("score") or 0.0)) for row in _visible(rows)]
+        for rank, hit in enumerate(hits, 1):
+            hit.text_rank, hit.text_score = rank, hit.score
+        return hits
+
+    async def vector(self, vector: Sequence[float] | np.ndarray, limit: int,
+                     filters: Filters) -> list[Hit]:
+        vec = [float(x) for x in vector]
+        if len(vec) != self.embedder.dimension:
+            raise DimensionMismatchError(
+                f"query vector has {len(vec)} dimensions, the index has {self.embedder.dimension}")
+        clauses, params = filters.where()
+        k = int(limit)
+        ef = max(self.settings.hnsw_ef, k + 1)
+        if await index_status(self.store, HNSW_INDEX, CHUNKS) == "ready":
+            where = " AND ".join([*clauses, f"embedding <|{k},{ef}|> $v"])
+            (rows,) = await self.store.query(
+                f"SELECT {_DETAIL_FIELDS}, vector::distance::knn() AS distance FROM {CHUNKS}"
+                f" WHERE {where} ORDER BY distance, id LIMIT {k};",
+                {**params, "v": vec},
+            )
+        else:  # the graph is being built: the operator would return every row
+            where = " AND ".join([*clauses, "embedding != NONE"])
+            (rows,) = await self.store.query(
+                f"SELECT {_DETAIL_FIELDS}, vector::distance::cosine(embedding, $v) AS distance"
+                f" FROM {CHUNKS} WHERE {where} ORDER BY distance, id LIMIT {k};",
+                {**params, "v": vec},
+            )
+        hits = [_hit(row, self._similarity(float(row["distance"]))) for row in _visible(rows)
+                if row.get("distance") is not None]
+        for rank, hit in enumerate(hits, 1):
+            hit.vector_rank, hit.vector_score = rank, hit.score
+        return hits
+
+    def _similarity(self, distance: float) -> float:
+        if self.settings.hnsw_distance == "COSINE":
+            return 1.0 - distance
+        return 1.0 / (1.0 + distance)
+
+
+def fuse_rrf(text_hits: list[Hit], vector_hits: list[Hit], limit: int,
+             k: int = RRF_K) -> list[Hit]:
+    """Reciprocal rank fusion, with a deterministic order for ties."""
+    fused: dict[str, Hit] = {}
+    for hits in (text_hits, vector_hits):
+        for hit in hits:
+            base = fused.setdefault(hit.chunk_id, hit)
+            if base is not hit:
+                base.text_rank = base.text_rank or hit.text_rank
+                base.text_score = base.text_score if base.text_score is not None \
+                    else hit.text_score
+                base.vector_rank = base.vector_rank or hit.vector_rank
+                base.vector_score = base.vector_score if base.vector_score is not None \
+                    else hit.vector_score
+    for hit in fused.values():
+        hit.score = sum(1.0 / (k + r) for r in (hit.text_rank, hit.vector_rank) if r)
+    ordered = sorted(
+        fused.values(),
+        key=lambda h: (-h.score, min(r for r in (h.text_rank, h.vector_rank) if r), h.chunk_id),
+    )
+    return ordered[:limit]
+
+
+def _visible(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """Rows whose document is complete: chunks of a document still being written (or left
+    by a crash, until recovery) are never shown."""
+    return [r for r in rows or [] if r.get("complete") is True]
+
+
+def _hit(row: dict[str, Any], score: float) -> Hit:
+    return Hit(
+        chunk_id=str(row["id"]),
+        document_id=str(row["document"]),
+        source=row.get("source") or "",
+        title=row.get("title"),
+        mime_type=row.get("mime_type") or "",
+        content=row.get("content") or "",
+        chunk_index=int(row.get("chunk_index") or 0),
+        char_start=int(row.get("char_start") or 0),
+        char_end=int(row.get("char_end") or 0),
+        page=row.get("page_number"),
+        score=score,
+    )

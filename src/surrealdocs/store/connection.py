@@ -1,0 +1,139 @@
+"""Opening a SurrealDB store from a URL, and running SurrealQL with clear errors."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from surrealdb import AsyncSurreal, SurrealError
+
+from ..config import DEFAULT_DIR, Settings
+from ..errors import ConfigurationError, StoreError
+
+EMBEDDED_SCHEMES = {"mem", "memory", "surrealkv", "surrealkv+versioned", "file"}
+REMOTE_SCHEMES = {"ws", "wss", "http", "https"}
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+def validate_identifier(name: str, what: str = "identifier") -> str:
+    """Return ``name`` if it is safe to place in SurrealQL as a table/index name, else raise."""
+    from ..errors import InvalidIdentifierError
+
+    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+        raise InvalidIdentifierError(
+            f"invalid {what} {name!r}: use letters, digits and underscores, "
+            "starting with a letter or underscore (at most 64 characters)"
+        )
+    return name
+
+
+def resolve_url(db: str | None) -> str:
+    """Turn the user's ``db`` setting into a URL the SDK understands.
+
+    ``None`` is the default embedded file store under ``./.surrealdocs/``; a bare path is a
+    ``surrealkv://`` file store at that path; URLs pass through once their scheme is checked.
+    """
+    if db is None or db == "":
+        return f"surrealkv://{(DEFAULT_DIR / 'db').resolve()}"
+    scheme = urlparse(db).scheme if "://" in db else ""
+    if not scheme:
+        if db in ("mem", "memory"):
+            return "mem://"
+        return f"surrealkv://{Path(db).expanduser().resolve()}"
+    if scheme in ("surrealkv", "surrealkv+versioned", "file"):
+        path = db.split("://", 1)[1]
+        if not path:
+            raise ConfigurationError(f"{db!r} names no path for the database file")
+        return f"{scheme}://{Path(path).expanduser().resolve()}"
+    if scheme in EMBEDDED_SCHEMES or scheme in REMOTE_SCHEMES:
+        return db
+    raise ConfigurationError(
+        f"unsupported database URL {db!r}: use a path, surrealkv://PATH, mem://, "
+        "ws(s)://HOST:PORT or http(s)://HOST:PORT"
+    )
+
+
+@dataclass
+class Store:
+    """An open connection plus the namespace and database it uses.
+
+    One ``Store`` per database file per process: the embedded engine locks its files.
+    """
+
+    client: Any
+    url: str
+    namespace: str
+    database: str
+
+    @property
+    def embedded(self) -> bool:
+        return urlparse(self.url).scheme in EMBEDDED_SCHEMES
+
+    async def query(
+        self, sql: str, params: Mapping[str, Any] | None = None, *, retries: int = 3
+    ) -> list[Any]:
+        """Run SurrealQL and return one result per statement.
+
+        Raises :class:`StoreError` naming the statement's own error (not the "not executed
+        due to a failed transaction" that follows it). Write conflicts are retried.
+        """
+        for attempt in range(retries + 1):
+            try:
+                raw = await self.client.query_raw(sql, dict(params or {}))
+            except SurrealError as exc:
+                raise StoreError(f"{exc}") from exc
+            error = _first_error(raw)
+            if error is None:
+                return [stmt.get("result") for stmt in raw.get("result", [])]
+            if "conflict" in error.lower() and "retr" in error.lower() and attempt < retries:
+                await asyncio.sleep(0.02 * (attempt + 1))
+                continue
+            raise StoreError(error)
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+def _first_error(raw: Mapping[str, Any]) -> str | None:
+    if raw.get("error"):
+        err = raw["error"]
+        return str(err.get("message", err) if isinstance(err, Mapping) else err)
+    errors = [s for s in raw.get("result", []) if s.get("status") == "ERR"]
+    if not errors:
+        return None
+    meaningful = [
+        s for s in errors if (s.get("details") or {}).get("kind") != "NotExecuted"
+        and "not executed due to a failed transaction" not in str(s.get("result"))
+    ]
+    return str((meaningful or errors)[0].get("result"))
+
+
+async def connect(settings: Settings | None = None) -> Store:
+    """Open the store described by ``settings`` (an embedded file store by default)."""
+    settings = settings or Settings.from_env()
+    url = resolve_url(settings.db)
+    scheme = urlparse(url).scheme
+    validate_identifier(settings.namespace, "namespace")
+    validate_identifier(settings.database, "database")
+    if scheme in ("surrealkv", "surrealkv+versioned", "file"):
+        Path(url.split("://", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        client = AsyncSurreal(url)
+        await client.connect()
+        if scheme in REMOTE_SCHEMES and settings.user:
+            await client.signin({"username": settings.user, "password": settings.password or ""})
+        await client.use(settings.namespace, settings.database)
+    except SurrealError as exc:
+        hint = ""
+        if "lock" in str(exc).lower():
+            hint = " (another process has this database open; close it or use a server URL)"
+        raise StoreError(f"cannot open {url}: {exc}{hint}") from exc
+    except OSError as exc:
+        raise StoreError(f"cannot reach {url}: {exc}") from exc
+    return Store(client=client, url=url, namespace=settings.namespace, database=settings.database)

@@ -1,0 +1,168 @@
+"""Tables, indexes and their versioned migrations.
+
+The schema version lives in ``surrealdocs_meta:schema``. Opening a store applies every
+migration it lacks, in order; a store whose version is newer than this code is refused.
+The embedding model's name and dimension live in ``surrealdocs_meta:embedding``: a store is
+bound to one model, because vectors of two models cannot be compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from surrealdb import RecordID
+
+from ..config import Settings
+from ..errors import EmbeddingModelMismatchError, SchemaVersionError, StoreError
+from .connection import Store
+
+DOCUMENTS = "documents"
+CHUNKS = "chunks"
+FILES = "files"
+META = "surrealdocs_meta"
+ANALYZER = "sd_english"
+FT_INDEX = "chunks_content_ft"
+HNSW_INDEX = "chunks_embedding_hnsw"
+
+SCHEMA_KEY = RecordID(META, "schema")
+EMBEDDING_KEY = RecordID(META, "embedding")
+INDEX_STATE_KEY = RecordID(META, "index_state")
+
+
+def _v1(settings: Settings, dimension: int) -> str:
+    return f"""
+DEFINE ANALYZER IF NOT EXISTS {ANALYZER} TOKENIZERS blank,class
+    FILTERS lowercase,ascii,snowball(english);
+
+DEFINE TABLE IF NOT EXISTS {DOCUMENTS} SCHEMAFULL;
+DEFINE FIELD IF NOT EXISTS source ON {DOCUMENTS} TYPE string;
+DEFINE FIELD IF NOT EXISTS sources ON {DOCUMENTS} TYPE array<string> DEFAULT [];
+DEFINE FIELD IF NOT EXISTS content ON {DOCUMENTS} TYPE string;
+DEFINE FIELD IF NOT EXISTS mime_type ON {DOCUMENTS} TYPE string;
+DEFINE FIELD IF NOT EXISTS content_hash ON {DOCUMENTS} TYPE string;
+DEFINE FIELD IF NOT EXISTS title ON {DOCUMENTS} TYPE option<string>;
+DEFINE FIELD IF NOT EXISTS authors ON {DOCUMENTS} TYPE option<array<string>>;
+DEFINE FIELD IF NOT EXISTS created_at ON {DOCUMENTS} TYPE option<datetime>;
+DEFINE FIELD IF NOT EXISTS metadata ON {DOCUMENTS} TYPE option<object> FLEXIBLE;
+DEFINE FIELD IF NOT EXISTS detected_languages ON {DOCUMENTS} TYPE option<array<string>>;
+DEFINE FIELD IF NOT EXISTS quality_score ON {DOCUMENTS} TYPE option<float>;
+DEFINE FIELD IF NOT EXISTS page_count ON {DOCUMENTS} TYPE option<int>;
+DEFINE FIELD IF NOT EXISTS chunk_count ON {DOCUMENTS} TYPE int DEFAULT 0;
+DEFINE FIELD IF NOT EXISTS embedding_model ON {DOCUMENTS} TYPE option<string>;
+DEFINE FIELD IF NOT EXISTS complete ON {DOCUMENTS} TYPE bool DEFAULT false;
+DEFINE FIELD IF NOT EXISTS ingested_at ON {DOCUMENTS} TYPE datetime VALUE time::now() READONLY;
+DEFINE FIELD IF NOT EXISTS updated_at ON {DOCUMENTS} TYPE datetime VALUE time::now();
+DEFINE INDEX IF NOT EXISTS documents_content_hash ON {DOCUMENTS} FIELDS content_hash UNIQUE;
+DEFINE INDEX IF NOT EXISTS documents_source ON {DOCUMENTS} FIELDS source;
+DEFINE INDEX IF NOT EXISTS documents_mime ON {DOCUMENTS} FIELDS mime_type;
+DEFINE INDEX IF NOT EXISTS documents_complete ON {DOCUMENTS} FIELDS complete;
+
+DEFINE TABLE IF NOT EXISTS {CHUNKS} SCHEMAFULL;
+DEFINE FIELD IF NOT EXISTS document ON {CHUNKS} TYPE record<{DOCUMENTS}> REFERENCE ON DELETE CASCADE;
+DEFINE FIELD IF NOT EXISTS content ON {CHUNKS} TYPE string;
+DEFINE FIELD IF NOT EXISTS chunk_index ON {CHUNKS} TYPE int;
+DEFINE FIELD IF NOT EXISTS char_start ON {CHUNKS} TYPE int;
+DEFINE FIELD IF NOT EXISTS char_end ON {CHUNKS} TYPE int;
+DEFINE FIELD IF NOT EXISTS page_number ON {CHUNKS} TYPE option<int>;
+DEFINE FIELD IF NOT EXISTS first_page ON {CHUNKS} TYPE option<int>;
+DEFINE FIELD IF NOT EXISTS last_page ON {CHUNKS} TYPE option<int>;
+DEFINE FIELD IF NOT EXISTS word_count ON {CHUNKS} TYPE int;
+DEFINE FIELD IF NOT EXISTS embedding ON {CHUNKS} TYPE option<array<float>>;
+DEFINE INDEX IF NOT EXISTS chunks_document ON {CHUNKS} FIELDS document;
+DEFINE INDEX IF NOT EXISTS {FT_INDEX} ON {CHUNKS} FIELDS content
+    FULLTEXT ANALYZER {ANALYZER} BM25({settings.bm25_k1},{settings.bm25_b}) HIGHLIGHTS;
+DEFINE INDEX IF NOT EXISTS {HNSW_INDEX} ON {CHUNKS} FIELDS embedding
+    HNSW DIMENSION {int(dimension)} DIST {settings.hnsw_distance} TYPE F32
+    EFC {settings.hnsw_efc} M {settings.hnsw_m};
+
+DEFINE TABLE IF NOT EXISTS {FILES} SCHEMAFULL;
+DEFINE FIELD IF NOT EXISTS path ON {FILES} TYPE string;
+DEFINE FIELD IF NOT EXISTS file_hash ON {FILES} TYPE string;
+DEFINE FIELD IF NOT EXISTS size ON {FILES} TYPE int;
+DEFINE FIELD IF NOT EXISTS status ON {FILES} TYPE string
+    ASSERT $value IN ['ingested', 'duplicate', 'failed', 'empty'];
+DEFINE FIELD IF NOT EXISTS error ON {FILES} TYPE option<string>;
+DEFINE FIELD IF NOT EXISTS mime_type ON {FILES} TYPE option<string>;
+DEFINE FIELD IF NOT EXISTS document ON {FILES} TYPE option<record<{DOCUMENTS}>>;
+DEFINE FIELD IF NOT EXISTS seen_at ON {FILES} TYPE datetime VALUE time::now();
+DEFINE INDEX IF NOT EXISTS files_document ON {FILES} FIELDS document;
+"""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    sql: Callable[[Settings, int], str]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "documents, chunks (BM25 + HNSW), files", _v1),
+)
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+
+async def ensure_schema(store: Store, settings: Settings, model: str, dimension: int) -> int:
+    """Create or upgrade the schema, and bind the store to ``model``. Returns the version.
+
+    Idempotent. Raises :class:`SchemaVersionError` when the database is newer than this code
+    and :class:`EmbeddingModelMismatchError` when it was embedded with another model.
+    """
+    await store.query(f"DEFINE TABLE IF NOT EXISTS {META} SCHEMALESS;")
+    schema, embedding = await store.query(
+        "SELECT * FROM ONLY $schema; SELECT * FROM ONLY $embedding;",
+        {"schema": SCHEMA_KEY, "embedding": EMBEDDING_KEY},
+    )
+    current = int(schema["version"]) if schema else 0
+    if current > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"the database at {store.url} has schema version {current}, but this surrealdocs "
+            f"only knows up to version {SCHEMA_VERSION}: upgrade surrealdocs to open it"
+        )
+    if embedding:
+        check_embedding_model(embedding, model, dimension, store.url)
+    for migration in MIGRATIONS:
+        if migration.version <= current:
+            continue
+        await store.query(
+            "BEGIN;\n" + migration.sql(settings, dimension)
+            + "\nUPSERT $schema MERGE { version: $version, description: $description,"
+            " applied_at: time::now() };\nCOMMIT;",
+            {"schema": SCHEMA_KEY, "version": migration.version,
+             "description": migration.description},
+        )
+    if not embedding:
+        await store.query(
+            "UPSERT $embedding MERGE { model: $model, dimension: $dimension,"
+            " distance: $distance, created_at: time::now() };",
+            {"embedding": EMBEDDING_KEY, "model": model, "dimension": dimension,
+             "distance": settings.hnsw_distance},
+        )
+    return SCHEMA_VERSION
+
+
+def check_embedding_model(stored: dict[str, Any], model: str, dimension: int, url: str) -> None:
+    if stored.get("model") == model and int(stored.get("dimension", -1)) == dimension:
+        return
+    raise EmbeddingModelMismatchError(
+        f"the store at {url} holds vectors of model {stored.get('model')!r} "
+        f"({stored.get('dimension')} dimensions), not {model!r} ({dimension} dimensions). "
+        f"Open it with --model {stored.get('model')} (SURREALDOCS_MODEL), or re-embed every "
+        f"chunk with the new model: surrealdocs reembed --model {model}"
+    )
+
+
+async def stored_embedding_model(store: Store) -> dict[str, Any] | None:
+    try:
+        (row,) = await store.query("SELECT * FROM ONLY $k;", {"k": EMBEDDING_KEY})
+    except StoreError:
+        return None
+    return row if isinstance(row, dict) else None
+
+
+async def index_status(store: Store, index: str, table: str) -> str:
+    (info,) = await store.query(f"INFO FOR INDEX {index} ON {table};")
+    building = (info or {}).get("building") or {}
+    return str(building.get("status", "ready"))

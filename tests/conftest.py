@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from surrealdocs import KnowledgeBase, Settings
+from surrealdocs.embed import get_embedder
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "samples"
+SHARED_DOCS = ROOT.parent / "shared" / "data" / "documents"
+
+_exit_status: int | None = None
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    global _exit_status
+    _exit_status = int(exitstatus)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # The embedded engine's runtime can abort while the interpreter tears down (after every
+    # test has passed and every store is closed). Leave with pytest's own status instead.
+    if _exit_status is not None and os.environ.get("SURREALDOCS_TEST_HARD_EXIT", "1") == "1":
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_exit_status)
+
+
+def shared_docs() -> Path:
+    if not SHARED_DOCS.is_dir():
+        pytest.skip("../shared/data/documents is not present")
+    return SHARED_DOCS
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings(db="mem://", model="hashing-64")
+
+
+@pytest_asyncio.fixture
+async def kb(settings: Settings) -> AsyncIterator[KnowledgeBase]:
+    """A knowledge base in memory with the fast hashing embedder."""
+    base = await KnowledgeBase.open(settings=settings)
+    try:
+        yield base
+    finally:
+        await base.close()
+
+
+@pytest_asyncio.fixture
+async def kb_minilm() -> AsyncIterator[KnowledgeBase]:
+    """A knowledge base in memory with the real default model."""
+    base = await KnowledgeBase.open(settings=Settings(db="mem://"),
+                                    embedder=get_embedder("all-minilm-l6-v2"))
+    try:
+        yield base
+    finally:
+        await base.close()

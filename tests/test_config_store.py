@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from surrealdb import RecordID
+
+from surrealdocs import (
+    ConfigurationError,
+    EmbeddingModelMismatchError,
+    InvalidIdentifierError,
+    KnowledgeBase,
+    SchemaVersionError,
+    Settings,
+    StoreError,
+)
+from surrealdocs.store import connect, resolve_url, validate_identifier
+from surrealdocs.store.schema import SCHEMA_KEY, SCHEMA_VERSION, ensure_schema
+
+
+def test_settings_from_env_and_overrides() -> None:
+    env = {"SURREALDOCS_DB": "mem://", "SURREALDOCS_CHUNK_SIZE": "500",
+           "SURREALDOCS_NAMESPACE": "ns1", "SURREALDOCS_BM25_K1": "0.9"}
+    s = Settings.from_env(env, namespace="ns2", chunk_overlap=None)
+    assert s.db == "mem://"
+    assert s.chunk_size == 500
+    assert s.bm25_k1 == 0.9
+    assert s.namespace == "ns2"  # arguments win over the environment
+    assert s.chunk_overlap == 100
+
+
+@pytest.mark.parametrize("bad", [
+    {"chunk_size": 10}, {"chunk_overlap": 900}, {"hnsw_distance": "HAMMING"},
+    {"hnsw_m": 0}, {"extract_timeout": 0},
+])
+def test_settings_reject_bad_values(bad: dict[str, object]) -> None:
+    with pytest.raises(ConfigurationError):
+        Settings(**bad)  # type: ignore[arg-type]
+
+
+def test_settings_env_number_error() -> None:
+    with pytest.raises(ConfigurationError, match="SURREALDOCS_CHUNK_SIZE"):
+        Settings.from_env({"SURREALDOCS_CHUNK_SIZE": "big"})
+
+
+def test_resolve_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert resolve_url(None) == f"surrealkv://{tmp_path / '.surrealdocs' / 'db'}"
+    assert resolve_url("mem://") == "mem://"
+    assert resolve_url("data/kb") == f"surrealkv://{tmp_path / 'data' / 'kb'}"
+    assert resolve_url("surrealkv://rel/kb") == f"surrealkv://{tmp_path / 'rel' / 'kb'}"
+    assert resolve_url("ws://localhost:8000") == "ws://localhost:8000"
+    with pytest.raises(ConfigurationError, match="unsupported database URL"):
+        resolve_url("ftp://x")
+
+
+@pytest.mark.parametrize("name", ["chunks; DROP", "1abc", "", "a-b", "x" * 65, "tab le"])
+def test_invalid_identifiers_rejected(name: str) -> None:
+    with pytest.raises(InvalidIdentifierError):
+        validate_identifier(name)
+
+
+async def test_invalid_namespace_rejected_before_connecting() -> None:
+    with pytest.raises(InvalidIdentifierError):
+        await connect(Settings(db="mem://", namespace="x; REMOVE DATABASE main"))
+
+
+async def test_schema_is_idempotent_and_versioned(kb: KnowledgeBase) -> None:
+    store = kb.store
+    assert await ensure_schema(store, kb.settings, kb.embedder.name, kb.embedder.dimension) \
+        == SCHEMA_VERSION
+    (row,) = await store.query("SELECT * FROM ONLY $k;", {"k": SCHEMA_KEY})
+    assert row["version"] == SCHEMA_VERSION
+    (info,) = await store.query("INFO FOR TABLE chunks;")
+    indexes = info["indexes"]
+    assert "FULLTEXT ANALYZER sd_english BM25(1.2,0.75)" in indexes["chunks_content_ft"]
+    hnsw = indexes["chunks_embedding_hnsw"]
+    assert "HNSW DIMENSION 64 DIST COSINE TYPE F32 EFC 150 M 12" in hnsw
+
+
+async def test_index_parameters_come_from_settings() -> None:
+    settings = Settings(db="mem://", model="hashing-32", hnsw_efc=80, hnsw_m=8,
+                        hnsw_distance="euclidean", bm25_k1=0.9, bm25_b=0.4)
+    async with await KnowledgeBase.open(settings=settings) as kb:
+        (info,) = await kb.store.query("INFO FOR TABLE chunks;")
+    assert "HNSW DIMENSION 32 DIST EUCLIDEAN TYPE F32 EFC 80 M 8" \
+        in info["indexes"]["chunks_embedding_hnsw"]
+    assert "BM25(0.9,0.4)" in info["indexes"]["chunks_content_ft"]
+
+
+async def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    db = str(tmp_path / "kb")
+    async with await KnowledgeBase.open(db, model="hashing-64") as kb:
+        await kb.store.query("UPSERT $k SET version = $v;",
+                             {"k": SCHEMA_KEY, "v": SCHEMA_VERSION + 1})
+    with pytest.raises(SchemaVersionError, match="upgrade surrealdocs"):
+        await KnowledgeBase.open(db, model="hashing-64")
+
+
+async def test_older_schema_is_upgraded(tmp_path: Path) -> None:
+    db = str(tmp_path / "kb")
+    async with await KnowledgeBase.open(db, model="hashing-64") as kb:
+        await kb.store.query("UPSERT $k SET version = 0;", {"k": SCHEMA_KEY})
+    async with await KnowledgeBase.open(db, model="hashing-64") as kb:
+        (row,) = await kb.store.query("SELECT * FROM ONLY $k;", {"k": SCHEMA_KEY})
+        assert row["version"] == SCHEMA_VERSION
+
+
+async def test_other_model_is_refused_with_reembed_hint(tmp_path: Path) -> None:
+    db = str(tmp_path / "kb")
+    async with await KnowledgeBase.open(db, model="hashing-64") as kb:
+        await kb.ingest_bytes(b"hello world", mime_type="text/plain", source="mem://hello")
+    with pytest.raises(EmbeddingModelMismatchError) as info:
+        await KnowledgeBase.open(db, model="hashing-128")
+    message = str(info.value)
+    assert "'hashing-64' (64 dimensions)" in message
+    assert "surrealdocs reembed --model hashing-128" in message
+    # the same model still opens, and the data is intact
+    async with await KnowledgeBase.open(db, model="hashing-64") as kb:
+        assert (await kb.stats()).chunks == 1
+
+
+async def test_persistence_across_reopen(tmp_path: Path) -> None:
+    db = f"surrealkv://{tmp_path / 'kb'}"
+    async with await KnowledgeBase.open(db, model="hashing-64") as kb:
+        await kb.ingest_bytes(b"persistent words", mime_type="text/plain", source="note://1")
+    async with await KnowledgeBase.open(db, model="hashing-64") as kb:
+        hits = await kb.search("persistent", mode="text")
+        assert [h.source for h in hits] == ["note://1"]
+
+
+async def test_second_open_of_same_file_is_a_clear_error(tmp_path: Path) -> None:
+    db = str(tmp_path / "kb")
+    async with await KnowledgeBase.open(db, model="hashing-64"):
+        with pytest.raises(StoreError, match="another process has this database open"):
+            await KnowledgeBase.open(db, model="hashing-64")
+
+
+async def test_store_errors_name_the_real_cause(kb: KnowledgeBase) -> None:
+    with pytest.raises(StoreError, match="boom"):
+        await kb.store.query("BEGIN; CREATE surrealdocs_meta:x SET a = 1; THROW 'boom'; COMMIT;")
+    (row,) = await kb.store.query("SELECT * FROM ONLY surrealdocs_meta:x;")
+    assert row is None  # rolled back
+    with pytest.raises(StoreError, match="Expected `string`"):
+        await kb.store.query("BEGIN; CREATE documents:x SET source = 'a'; COMMIT;")
+    with pytest.raises(StoreError):
+        await kb.store.query("CREATE $id SET nonsense_field = 1;",
+                             {"id": RecordID("documents", "y")})
