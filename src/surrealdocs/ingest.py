@@ -313,6 +313,20 @@ class Ingestor:
              "size": size, "mime": doc.mime_type, "state": INDEX_STATE_KEY, "n": n_chunks},
         )
 
+    async def delete_source(self, key: str) -> bool:
+        """Forget a source; its document goes when no other source shares it."""
+        async with self._write_lock:
+            (found,) = await self.store.query(
+                "SELECT VALUE id FROM ONLY $file;", {"file": RecordID(FILES, key)})
+            if found is None:
+                return False
+            await self.store.query(
+                "BEGIN; LET $old = (SELECT VALUE document FROM ONLY $file); DELETE $file;"
+                + _DETACH_OLD + " COMMIT;",
+                {"file": RecordID(FILES, key), "path": key},
+            )
+        return True
+
     async def maybe_rebuild_index(self, force: bool = False) -> bool:
         """Build the HNSW graph when enough vectors wait in the engine's exact-scan queue."""
         (state,) = await self.store.query("SELECT * FROM ONLY $s;", {"s": INDEX_STATE_KEY})
@@ -347,11 +361,14 @@ async def rebuild_vector_index(store: Store) -> None:
     )
 
 
-# Re-pointing a source at new content: drop it from the old document's sources, and delete
-# that document (its chunks cascade) when no source is left. Expects $old and $path.
+# Detaching a source from the document it pointed at ($old): drop it from the document's
+# sources (and from its primary `source`), and delete the document (its chunks cascade) once
+# no source is left. Expects $old, $path and, when re-pointing, the new document in $doc.
 _DETACH_OLD = """
 IF $old != NONE AND $old != $doc {
-    UPDATE $old SET sources = array::complement(sources, [$path]);
+    UPDATE $old SET sources = array::complement(sources, [$path]) RETURN NONE;
+    UPDATE $old SET source = sources[0] WHERE source = $path AND array::len(sources) > 0
+        RETURN NONE;
     IF array::len((SELECT VALUE sources FROM ONLY $old) OR []) = 0 { DELETE $old; };
 };
 """

@@ -18,8 +18,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from surrealdb import RecordID
-
 from .config import Settings
 from .embed import Embedder, get_embedder
 from .ingest import FileResult, Ingestor, IngestReport, ProgressCallback, rebuild_vector_index
@@ -128,22 +126,7 @@ class KnowledgeBase:
     async def delete(self, source: str) -> bool:
         """Forget a source; its document (and chunks) go when no other source shares it."""
         key = str(Path(source).resolve()) if "://" not in source else source
-        (found,) = await self.store.query(
-            "SELECT VALUE id FROM ONLY $file;", {"file": RecordID(FILES, key)})
-        if found is None:
-            return False
-        await self.store.query(
-            "BEGIN;"
-            " LET $old = (SELECT VALUE document FROM ONLY $file);"
-            " DELETE $file;"
-            " IF $old != NONE {"
-            "   UPDATE $old SET sources = array::complement(sources, [$path]);"
-            "   IF array::len((SELECT VALUE sources FROM ONLY $old) OR []) = 0 { DELETE $old; };"
-            " };"
-            " COMMIT;",
-            {"file": RecordID(FILES, key), "path": key},
-        )
-        return True
+        return await self._ingestor.delete_source(key)
 
     async def rebuild_index(self) -> None:
         """Build the HNSW graph over every vector (done automatically after big ingests)."""

@@ -26,7 +26,7 @@ MODES = ("hybrid", "vector", "text")
 RRF_K = 60
 
 _DETAIL_FIELDS = (
-    "id, document, content, chunk_index, char_start, char_end, page_number,"
+    "id, document, content, chunk_index, char_start, char_end, page_number, last_page,"
     " document.source AS source, document.title AS title, document.mime_type AS mime_type,"
     " document.complete AS complete"
 )
@@ -115,6 +115,7 @@ class Hit:
     char_start: int
     char_end: int
     page: int | None
+    last_page: int | None
     score: float
     text_rank: int | None = None
     vector_rank: int | None = None
@@ -259,5 +260,6 @@ def _hit(row: dict[str, Any], score: float) -> Hit:
         char_start=int(row.get("char_start") or 0),
         char_end=int(row.get("char_end") or 0),
         page=row.get("page_number"),
+        last_page=row.get("last_page"),
         score=score,
     )

@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from surrealdocs.chunk import byte_to_char_offsets, chunk_text
+from surrealdocs.embed import get_embedder
+from surrealdocs.embed.hashing import HashingEmbedder
+from surrealdocs.embed.minilm import (
+    MODEL_SHA256,
+    TOKENIZER_PATH,
+    TOKENIZER_SHA256,
+    file_sha256,
+    model_path,
+)
+from surrealdocs.errors import ConfigurationError
+
+
+def test_byte_offsets_become_char_offsets_for_non_ascii() -> None:
+    text = "Grüße aus Köln — naïve café 😀 done"
+    for char_index in range(len(text) + 1):
+        byte_index = len(text[:char_index].encode("utf-8"))
+        assert byte_to_char_offsets(text, [byte_index]) == [char_index]
+
+
+def test_chunk_text_positions_match_the_text() -> None:
+    paragraph = ("Über die Brücke gingen naïve Bäcker. " * 12).strip()
+    text = "\n\n".join(f"{n}. {paragraph}" for n in range(8))
+    chunks = chunk_text(text, max_chars=300, overlap=40)
+    assert len(chunks) > 5
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    for c in chunks:
+        assert text[c.char_start:c.char_end] == c.content
+        assert len(c.content) <= 300
+    assert chunks[-1].char_end == len(text.rstrip())
+
+
+def test_chunk_text_of_blank_text_is_empty() -> None:
+    assert chunk_text("   \n ") == []
+
+
+def test_default_model_files_are_the_pinned_ones() -> None:
+    assert file_sha256(model_path()) == MODEL_SHA256
+    assert file_sha256(TOKENIZER_PATH) == TOKENIZER_SHA256
+
+
+def test_minilm_reference_vector() -> None:
+    model = get_embedder("all-minilm-l6-v2")
+    assert model.dimension == 384
+    vec = model.embed_query("This is an example sentence")
+    # int8 reference values, measured against the fp32 sentence-transformers model
+    assert vec[:5] == pytest.approx([0.0668, 0.0612, 0.0509, 0.0790, 0.0384], abs=0.005)
+    assert np.linalg.norm(vec) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_minilm_batches_equal_single_calls_and_truncate_at_256_tokens() -> None:
+    model = get_embedder("all-minilm-l6-v2")
+    texts = ["short", "a somewhat longer sentence about databases", "x " * 600]
+    batch = model.embed_documents(texts)
+    assert batch.shape == (3, 384) and batch.dtype == np.float32
+    for text, row in zip(texts, batch):
+        assert np.allclose(model.embed_query(text), row, atol=1e-4)
+    # a text far past 256 tokens embeds as its first 256 tokens
+    assert np.allclose(model.embed_query("x " * 600), model.embed_query("x " * 400), atol=1e-4)
+
+
+def test_minilm_semantics() -> None:
+    model = get_embedder("all-minilm-l6-v2")
+    q = model.embed_query("How do I reset my password?")
+    docs = model.embed_documents([
+        "To change a forgotten password, open settings and choose 'reset'.",
+        "The football match ended two to one after extra time.",
+    ])
+    sims = docs @ q
+    assert sims[0] > sims[1] + 0.3
+
+
+def test_hashing_embedder_is_deterministic_and_lexical() -> None:
+    model = HashingEmbedder(128)
+    a, b, c = model.embed_documents(["red apple pie", "apple pie red", "blue whale song"])
+    assert np.allclose(a, b)
+    assert float(a @ c) < 0.5
+    assert model.embed_query("") .shape == (128,)
+
+
+def test_unknown_model_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="unknown embedding model"):
+        get_embedder("no-such-model")

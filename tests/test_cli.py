@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from conftest import SAMPLES
+from surrealdocs.cli import app
+
+runner = CliRunner()
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def test_ingest_search_stats_delete(tmp_path: Path) -> None:
+    db = str(tmp_path / "kb")
+    docs = tmp_path / "docs"
+    shutil.copytree(SAMPLES, docs)
+    code, out = run("ingest", str(docs), "--db", db, "--model", "hashing-64")
+    assert code == 0, out
+    assert "Ingest summary" in out and "5 files" in out
+
+    code, out = run("ingest", str(docs), "--db", db, "--model", "hashing-64", "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["counts"]["unchanged"] == 5 and report["chunks_written"] == 0
+
+    code, out = run("search", "BM25 ranking", "--db", db, "--model", "hashing-64",
+                    "--mode", "text", "--json", "--limit", "2")
+    assert code == 0
+    hits = json.loads(out)
+    assert len(hits) == 2 and hits[0]["source"].endswith("bm25.txt")
+    assert {"score", "text_rank", "char_start", "char_end", "page", "title"} <= set(hits[0])
+
+    code, out = run("search", "walrus", "--db", db, "--model", "hashing-64",
+                    "--mime-type", "application/pdf", "--json")
+    assert code == 0 and all(h["mime_type"] == "application/pdf" for h in json.loads(out))
+
+    code, out = run("search", "BM25 ranking", "--db", db, "--model", "hashing-64")
+    assert code == 0 and "bm25" in out.lower()
+
+    code, out = run("stats", "--db", db, "--model", "hashing-64", "--json")
+    stats = json.loads(out)
+    assert stats["documents"] == 5 and stats["model"] == "hashing-64"
+
+    code, out = run("delete", str(docs / "bm25.txt"), "--db", db, "--model", "hashing-64")
+    assert code == 0 and "deleted" in out
+    code, out = run("stats", "--db", db, "--model", "hashing-64", "--json")
+    assert json.loads(out)["documents"] == 4
+
+
+def test_failures_give_a_nonzero_exit_and_are_named(tmp_path: Path) -> None:
+    db = str(tmp_path / "kb")
+    bad = tmp_path / "bad.pdf"
+    bad.write_bytes(b"%PDF-1.5 broken")
+    good = tmp_path / "good.md"
+    good.write_text("# fine\n\nA good file.")
+    code, out = run("ingest", str(bad), str(good), str(tmp_path / "nope.docx"),
+                    "--db", db, "--model", "hashing-64")
+    assert code == 1
+    assert "Files without a document" in out and "failed" in out
+    code, out = run("ingest", str(bad), str(good), str(tmp_path / "nope.docx"),
+                    "--db", db, "--model", "hashing-64", "--json", "--retry-failed")
+    assert code == 1
+    results = {Path(r["source"]).name: r for r in json.loads(out)["results"]}
+    assert results["bad.pdf"]["status"] == "failed" and "PDF" in results["bad.pdf"]["reason"]
+    assert results["nope.docx"]["reason"] == "no such file or directory"
+    assert results["good.md"]["status"] == "unchanged"
+
+
+def test_model_mismatch_is_a_clear_cli_error(tmp_path: Path) -> None:
+    db = str(tmp_path / "kb")
+    good = tmp_path / "good.md"
+    good.write_text("# fine\n\nA good file.")
+    assert run("ingest", str(good), "--db", db, "--model", "hashing-64")[0] == 0
+    code, out = run("search", "fine", "--db", db, "--model", "hashing-32")
+    assert code == 2
+    assert "reembed" in out
+
+
+def test_bad_mode_is_rejected(tmp_path: Path) -> None:
+    code, out = run("search", "x", "--db", str(tmp_path / "kb"), "--model", "hashing-64",
+                    "--mode", "nope")
+    assert code == 2 and "mode must be one of" in out

@@ -1,0 +1,265 @@
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import surrealdocs.extract as extract_module
+import surrealdocs.ingest as ingest_module
+from conftest import SAMPLES
+from surrealdocs import KnowledgeBase, Settings, StoreError
+
+
+async def counts(kb: KnowledgeBase) -> tuple[int, int, int]:
+    docs, chunks, files = await kb.store.query(
+        "SELECT count() AS n FROM documents GROUP ALL;"
+        " SELECT count() AS n FROM chunks GROUP ALL;"
+        " SELECT count() AS n FROM files GROUP ALL;")
+    return tuple(int(r[0]["n"]) if r else 0 for r in (docs, chunks, files))  # type: ignore[return-value]
+
+
+async def orphan_chunks(kb: KnowledgeBase) -> int:
+    """Chunks whose document is gone (a dangling link reads back as NONE)."""
+    (rows,) = await kb.store.query("SELECT VALUE id FROM chunks WHERE document.source = NONE;")
+    return len(rows)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+async def test_ingest_one_file(kb: KnowledgeBase) -> None:
+    report = await kb.ingest([SAMPLES / "quarterly-report.pdf"])
+    assert report.counts["ingested"] == 1
+    (result,) = report.results
+    assert result.chunks >= 1
+    (doc,) = (await kb.store.query("SELECT * FROM documents;"))[0]
+    assert doc["source"] == str((SAMPLES / "quarterly-report.pdf").resolve())
+    assert doc["mime_type"] == "application/pdf" and doc["page_count"] == 2
+    assert doc["complete"] is True and doc["chunk_count"] == result.chunks
+    (chunks,) = await kb.store.query(
+        "SELECT * FROM chunks WHERE document = $d ORDER BY chunk_index;", {"d": doc["id"]})
+    assert [c["chunk_index"] for c in chunks] == list(range(result.chunks))
+    for c in chunks:
+        assert doc["content"][c["char_start"]:c["char_end"]] == c["content"]
+        assert len(c["embedding"]) == kb.embedder.dimension
+        assert c["page_number"] in (1, 2)
+
+
+async def test_ingest_many_files_and_directory_glob(kb: KnowledgeBase, tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    shutil.copytree(SAMPLES, root)
+    write(root / "sub" / "deep.md", "# Deep\n\nA nested markdown file about walruses.")
+    write(root / ".hidden" / "secret.md", "# Hidden\n\nNot to be ingested by default.")
+    report = await kb.ingest([root], glob="**/*.md")
+    assert sorted(Path(r.source).name for r in report.results) == \
+        ["deep.md", "ingestion-faq.md", "vector-indexes.md"]
+    report = await kb.ingest([root / "bm25.txt", root / "surrealdb.html"])
+    assert report.counts["ingested"] == 2
+    docs, _, files = await counts(kb)
+    assert docs == files == 5
+
+
+async def test_ingest_bytes(kb: KnowledgeBase) -> None:
+    data = (SAMPLES / "quarterly-report.pdf").read_bytes()
+    result = await kb.ingest_bytes(data, mime_type="application/pdf", source="upload://q.pdf")
+    assert result.status == "ingested"
+    again = await kb.ingest_bytes(data, mime_type="application/pdf", source="upload://q.pdf")
+    assert again.status == "unchanged"
+    hits = await kb.search("quarterly report", mode="text")
+    assert hits and hits[0].source == "upload://q.pdf"
+
+
+async def test_unchanged_files_skip_extraction(kb: KnowledgeBase, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(SAMPLES, tmp_path / "s")
+    first = await kb.ingest([tmp_path / "s"])
+    assert first.counts["ingested"] == 5
+
+    calls: list[Any] = []
+    original = extract_module.extract_file
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(ingest_module, "extract_file", counting)
+    second = await kb.ingest([tmp_path / "s"])
+    assert second.counts["unchanged"] == 5 and calls == []
+    forced = await kb.ingest([tmp_path / "s"], force=True)
+    assert len(calls) == 5 and forced.counts["unchanged"] == 5
+    assert await counts(kb) == (5, first.chunks_written, 5)
+
+
+async def test_same_text_from_two_paths_is_stored_once(kb: KnowledgeBase,
+                                                       tmp_path: Path) -> None:
+    a = write(tmp_path / "a.md", "# Same\n\nIdentical content about lighthouses.")
+    b = write(tmp_path / "copy" / "b.md", "# Same\n\nIdentical content about lighthouses.")
+    report = await kb.ingest([a, b])
+    assert sorted(r.status for r in report.results) == ["duplicate", "ingested"]
+    docs, chunks, files = await counts(kb)
+    assert (docs, files) == (1, 2)
+    (doc,) = (await kb.store.query("SELECT sources FROM documents;"))[0]
+    assert sorted(doc["sources"]) == sorted([str(a.resolve()), str(b.resolve())])
+    # a search filtered to the copy's folder still finds the shared document
+    hits = await kb.search("lighthouses", mode="text", source="copy/*")
+    assert len(hits) == chunks
+
+
+async def test_changed_file_replaces_its_document(kb: KnowledgeBase, tmp_path: Path) -> None:
+    f = write(tmp_path / "notes.md", "# Notes\n\nThe first version talks about penguins.")
+    await kb.ingest([f])
+    write(f, "# Notes\n\nThe second version talks about giraffes instead.")
+    report = await kb.ingest([f])
+    assert report.counts["updated"] == 1
+    docs, _chunks, files = await counts(kb)
+    assert (docs, files) == (1, 1)
+    assert await kb.search("penguins", mode="text") == []
+    assert [h.source for h in await kb.search("giraffes", mode="text")] == [str(f.resolve())]
+    assert await orphan_chunks(kb) == 0
+
+
+async def test_changed_file_keeps_document_shared_with_another_source(
+        kb: KnowledgeBase, tmp_path: Path) -> None:
+    a = write(tmp_path / "a.md", "# Shared\n\nText about otters.")
+    b = write(tmp_path / "b.md", "# Shared\n\nText about otters.")
+    await kb.ingest([a, b])
+    write(a, "# Changed\n\nNow about beavers.")
+    await kb.ingest([a])
+    assert [h.source for h in await kb.search("otters", mode="text")] == [str(b.resolve())]
+    assert len(await kb.search("beavers", mode="text")) == 1
+
+
+async def test_failure_between_document_and_chunks_leaves_nothing(
+        kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    long_text = "\n\n".join(f"Paragraph {n} about rivers and bridges. " * 8 for n in range(400))
+    f = write(tmp_path / "long.md", long_text)
+    original = ingest_module.chunk_rows
+
+    def poisoned(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        rows = original(*args, **kwargs)
+        assert len(rows) > 150  # several INSERT statements: the failure is in a later one
+        rows[-1]["embedding"] = [0.5, 0.5]  # wrong dimension: the engine rejects the row
+        return rows
+
+    monkeypatch.setattr(ingest_module, "chunk_rows", poisoned)
+    with pytest.raises(StoreError, match="dimension"):
+        await kb.ingest([f])
+    assert await counts(kb) == (0, 0, 0)
+    monkeypatch.setattr(ingest_module, "chunk_rows", original)
+    report = await kb.ingest([f])  # a re-run converges
+    assert report.counts["ingested"] == 1
+    docs, chunks, files = await counts(kb)
+    assert (docs, files) == (1, 1) and chunks == report.chunks_written
+
+
+def test_crash_mid_ingest_leaves_nothing_after_reopen(tmp_path: Path) -> None:
+    db = tmp_path / "kb"
+    long_text = "\n\n".join(f"Paragraph {n} about canals and locks. " * 8 for n in range(400))
+    f = write(tmp_path / "long.md", long_text)
+    script = textwrap.dedent(f"""
+        import asyncio, os
+        import surrealdocs.ingest as ingest
+        from surrealdocs import KnowledgeBase
+
+        async def crash(*args, **kwargs):
+            os._exit(9)  # the process dies after the chunks, before the final commit
+
+        ingest.Ingestor._finish_document = crash
+
+        async def main():
+            kb = await KnowledgeBase.open({str(db)!r}, model="hashing-64")
+            await kb.ingest([{str(f)!r}])
+
+        asyncio.run(main())
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert proc.returncode == 9, proc.stderr.decode()[-2000:]
+
+    import asyncio
+
+    async def check() -> None:
+        async with await KnowledgeBase.open(str(db), model="hashing-64") as kb:
+            docs, chunks, _ = await counts(kb)
+            assert docs == 1 and chunks > 100  # the debris of the crash is there...
+            assert await kb.search("canals", mode="text") == []  # ...but never shown
+            report = await kb.ingest([f])  # and a re-run cleans it up and converges
+            assert report.counts["ingested"] == 1
+            docs, chunks, files = await counts(kb)
+            assert (docs, files) == (1, 1) and chunks == report.chunks_written
+            assert (await kb.search("canals", mode="text"))
+
+    asyncio.run(check())
+
+
+async def test_bad_input_is_reported_and_the_rest_lands(kb: KnowledgeBase, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    good = write(tmp_path / "good.md", "# Good\n\nA perfectly fine file about kites.")
+    broken = tmp_path / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.4 truncated garbage")
+    unreadable = write(tmp_path / "locked.md", "# Locked\n\nYou cannot read me.")
+    empty = write(tmp_path / "empty.txt", "")
+    if os.geteuid() == 0:  # root reads anything: make this one path fail as EACCES would
+        real_read = Path.read_bytes
+
+        def read_bytes(self: Path) -> bytes:
+            if self == unreadable.resolve():
+                raise PermissionError(13, "Permission denied", str(self))
+            return real_read(self)
+
+        monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    else:
+        unreadable.chmod(0)
+    missing = tmp_path / "missing.pdf"
+    report = await kb.ingest([good, broken, unreadable, empty, missing])
+    by_name = {Path(r.source).name: r for r in report.results}
+    assert by_name["good.md"].status == "ingested"
+    assert by_name["broken.pdf"].status == "failed" and "PDF" in (by_name["broken.pdf"].reason
+                                                                  or "")
+    assert by_name["locked.md"].status == "failed"
+    assert "Permission denied" in (by_name["locked.md"].reason or "")
+    assert by_name["empty.txt"].status == "empty"
+    assert by_name["missing.pdf"].status == "failed"
+    assert by_name["missing.pdf"].reason == "no such file or directory"
+    docs, _, _ = await counts(kb)
+    assert docs == 1
+    # failures are remembered: an unchanged broken file is not extracted again...
+    again = await kb.ingest([broken])
+    assert again.results[0].status == "unchanged" and "PDF" in (again.results[0].reason or "")
+    # ...unless asked
+    retried = await kb.ingest([broken], retry_failed=True)
+    assert retried.results[0].status == "failed"
+
+
+async def test_delete_source(kb: KnowledgeBase, tmp_path: Path) -> None:
+    a = write(tmp_path / "a.md", "# A\n\nAbout zebras.")
+    b = write(tmp_path / "b.md", "# A\n\nAbout zebras.")
+    await kb.ingest([a, b])
+    assert await kb.delete(str(a)) is True
+    assert await counts(kb) == (1, 1, 1)
+    assert await kb.delete(str(b)) is True
+    assert await counts(kb) == (0, 0, 0)
+    assert await orphan_chunks(kb) == 0
+    assert await kb.delete(str(b)) is False
+
+
+async def test_big_ingest_rebuilds_the_vector_index(tmp_path: Path) -> None:
+    settings = Settings(db="mem://", model="hashing-64", rebuild_threshold=20, chunk_size=200,
+                        chunk_overlap=0)
+    text = "\n\n".join(f"Section {n}: facts about topic{n} and more words here." * 3
+                       for n in range(40))
+    f = write(tmp_path / "big.md", text)
+    async with await KnowledgeBase.open(settings=settings) as kb:
+        report = await kb.ingest([f])
+        assert report.index_rebuilt
+        assert (await kb.stats()).vectors_outside_graph == 0
+        hits = await kb.search("topic7", mode="vector", limit=3)
+        assert len(hits) == 3

@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLES
+from surrealdocs import ConfigurationError, DimensionMismatchError, KnowledgeBase
+from surrealdocs.search import Filters, glob_to_regex, query_terms
+
+PASSAGES = {
+    "cats.md": "# Cats\n\nDomestic cats sleep for most of the day and hunt small rodents at night.",
+    "stocks.md": "# Markets\n\nThe stock exchange closed higher as investors bought bank shares.",
+    "error.md": "# Error codes\n\nThe service fails with error XYZ-123 when the disk is full.",
+    "volcano.md": "# Geology\n\nMagma rising through the crust erupts from a volcano as lava.",
+    "bread.md": "# Baking\n\nKnead the dough, let it rise for an hour, then bake the loaf.",
+}
+
+
+@pytest.fixture
+async def corpus(kb_minilm: KnowledgeBase, tmp_path: Path) -> KnowledgeBase:
+    for name, text in PASSAGES.items():
+        (tmp_path / name).write_text(text)
+    report = await kb_minilm.ingest([tmp_path, SAMPLES])
+    assert report.counts["ingested"] == len(PASSAGES) + 5
+    return kb_minilm
+
+
+async def test_text_mode_finds_exact_terms(corpus: KnowledgeBase) -> None:
+    hits = await corpus.search("error XYZ-123?", mode="text", limit=3)
+    assert Path(hits[0].source).name == "error.md"
+    assert hits[0].text_rank == 1 and hits[0].vector_rank is None
+    assert hits[0].score > 0
+
+
+async def test_vector_mode_finds_paraphrases(corpus: KnowledgeBase) -> None:
+    hits = await corpus.search("feline pets napping", mode="vector", limit=3)
+    assert Path(hits[0].source).name == "cats.md"
+    assert 0 < hits[0].score <= 1
+    assert [h.vector_rank for h in hits] == [1, 2, 3]
+    assert hits[0].score >= hits[1].score >= hits[2].score
+    # no word of the query occurs in the passage: text search cannot find it
+    assert all(Path(h.source).name != "cats.md"
+               for h in await corpus.search("feline pets napping", mode="text"))
+
+
+async def test_hybrid_fuses_both_legs(corpus: KnowledgeBase) -> None:
+    hits = await corpus.search("volcano lava eruption", mode="hybrid", limit=5)
+    top = hits[0]
+    assert Path(top.source).name == "volcano.md"
+    assert top.text_rank == 1 and top.vector_rank == 1
+    assert top.score == pytest.approx(2 / 61)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+async def test_hits_carry_positions_titles_and_pages(corpus: KnowledgeBase) -> None:
+    (hit,) = await corpus.search("page two costs embedding CPU", mode="hybrid", limit=1)
+    assert hit.title == "Quarterly report"
+    assert (hit.page, hit.last_page) == (1, 2)  # the short report fits one chunk
+    assert hit.mime_type == "application/pdf"
+    (doc,) = (await corpus.store.query("SELECT content FROM ONLY $d;",
+                                       {"d": _record(hit.document_id)}))
+    assert doc["content"][hit.char_start:hit.char_end] == hit.content
+
+
+def _record(text: str):  # type: ignore[no-untyped-def]
+    from surrealdb import RecordID
+    table, key = text.split(":", 1)
+    return RecordID(table, key.strip("⟨⟩`"))
+
+
+async def test_filters_apply_inside_the_query(corpus: KnowledgeBase) -> None:
+    hits = await corpus.search("search index", mode="vector", limit=10, mime_type="text/html")
+    assert hits and {h.mime_type for h in hits} == {"text/html"}
+    hits = await corpus.search("search index", mode="vector", limit=3, source="*.pdf")
+    assert hits and all(h.source.endswith(".pdf") for h in hits)
+    hits = await corpus.search("cats", mode="text", source="samples/*")
+    assert hits == []
+    hits = await corpus.search("ranking", mode="hybrid", source="samples/*", limit=20)
+    assert hits and all("/samples/" in h.source for h in hits)
+    assert "document.sources.any" in Filters(source="*.md").where()[0][0]
+
+
+async def test_vector_search_uses_the_hnsw_index(corpus: KnowledgeBase) -> None:
+    vec = [0.0] * 384
+    vec[0] = 1.0
+    (plan,) = await corpus.store.query(
+        "SELECT id FROM chunks WHERE document.mime_type IN ['text/markdown']"
+        " AND embedding <|10,100|> $v EXPLAIN;", {"v": vec})
+    text = json.dumps(plan)
+    assert '"KnnScan"' in text and "chunks_embedding_hnsw" in text
+    (plan,) = await corpus.store.query(
+        "SELECT id FROM chunks WHERE content @1,OR@ 'volcano' EXPLAIN;")
+    assert '"FullTextScan"' in json.dumps(plan)
+
+
+async def test_vector_search_after_rebuild_matches_exact(corpus: KnowledgeBase) -> None:
+    before = await corpus.search("bread baking", mode="vector", limit=5)
+    await corpus.rebuild_index()
+    after = await corpus.search("bread baking", mode="vector", limit=5)
+    assert [h.chunk_id for h in after] == [h.chunk_id for h in before]
+
+
+async def test_min_score(corpus: KnowledgeBase) -> None:
+    every = await corpus.search("stock market investors", mode="vector", limit=20)
+    cut = (every[0].score + every[-1].score) / 2
+    kept = await corpus.search("stock market investors", mode="vector", limit=20,
+                               min_score=cut)
+    assert kept and len(kept) < len(every)
+    assert all(h.score >= cut for h in kept)
+
+
+async def test_bad_arguments(corpus: KnowledgeBase) -> None:
+    with pytest.raises(ConfigurationError):
+        await corpus.search("x", mode="fuzzy")
+    with pytest.raises(ConfigurationError):
+        await corpus.search("x", limit=0)
+    with pytest.raises(DimensionMismatchError):
+        await corpus._searcher.vector([0.1, 0.2], 5, Filters())
+    assert await corpus.search("", mode="text") == []
+
+
+def test_query_terms_strip_punctuation_and_stop_words() -> None:
+    assert query_terms('What is "error" XYZ-123?') == "error xyz 123"
+    assert query_terms("the of") == "the of"  # nothing but stop words: keep them
+
+
+@pytest.mark.parametrize("pattern,path,match", [
+    ("*.pdf", "/a/b/report.pdf", True),
+    ("*.pdf", "/a/b/report.pdf.txt", False),
+    ("reports/*.pdf", "/x/reports/q1.pdf", True),
+    ("reports/*.pdf", "/x/myreports/q1.pdf", False),
+    ("/abs/**", "/abs/x/y.md", True),
+    ("upload://*", "upload://q.pdf", True),
+    ("q?.pdf", "/r/q1.pdf", True),
+    ("[!a]*.md", "/r/b.md", True),
+])
+def test_glob_to_regex(pattern: str, path: str, match: bool) -> None:
+    import re
+    assert bool(re.match(glob_to_regex(pattern), path)) is match
