@@ -146,3 +146,37 @@ async def test_store_errors_name_the_real_cause(kb: KnowledgeBase) -> None:
     with pytest.raises(StoreError):
         await kb.store.query("CREATE $id SET nonsense_field = 1;",
                              {"id": RecordID("documents", "y")})
+
+
+async def test_reembed_switches_the_model(tmp_path: Path) -> None:
+    from surrealdocs.embed import get_embedder
+    from surrealdocs.reembed import reembed
+
+    db = str(tmp_path / "kb")
+    async with await KnowledgeBase.open(db, model="hashing-64") as kb:
+        await kb.ingest_bytes(b"alpha beta gamma " * 200, mime_type="text/plain",
+                              source="note://a")
+        n_chunks = (await kb.stats()).chunks
+    done = await reembed(Settings(db=db, model="hashing-32"), get_embedder("hashing-32"))
+    assert done == n_chunks > 1
+    with pytest.raises(EmbeddingModelMismatchError):
+        await KnowledgeBase.open(db, model="hashing-64")
+    async with await KnowledgeBase.open(db, model="hashing-32") as kb:
+        (info,) = await kb.store.query("INFO FOR TABLE chunks;")
+        assert "DIMENSION 32" in info["indexes"]["chunks_embedding_hnsw"]
+        (lengths,) = await kb.store.query(
+            "SELECT VALUE array::len(embedding) FROM chunks;")
+        assert set(lengths) == {32}
+        hits = await kb.search("alpha", mode="vector", limit=2)
+        assert len(hits) == 2 and hits[0].source == "note://a"
+
+
+async def test_interrupted_reembed_blocks_opening(tmp_path: Path) -> None:
+    from surrealdocs.store.schema import EMBEDDING_KEY
+
+    db = str(tmp_path / "kb")
+    async with await KnowledgeBase.open(db, model="hashing-64") as kb:
+        await kb.store.query("UPSERT $e MERGE { reembedding: 'hashing-32' };",
+                             {"e": EMBEDDING_KEY})
+    with pytest.raises(EmbeddingModelMismatchError, match="interrupted"):
+        await KnowledgeBase.open(db, model="hashing-64")

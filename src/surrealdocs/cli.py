@@ -227,6 +227,32 @@ def rebuild_index(
     console.print("vector index rebuilt")
 
 
+@app.command()
+def reembed(
+    model: Annotated[str, typer.Option("--model", help="The new embedding model")],
+    db: DbOption = None, namespace: NamespaceOption = None,
+    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+) -> None:
+    """Re-embed every chunk with another model and rebuild the vector index for it."""
+    from .embed import get_embedder
+    from .reembed import reembed as reembed_store
+
+    settings = _settings(db, model, namespace, database, user, password)
+    progress = Progress(TextColumn("[bold]reembed"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=err_console,
+                        disable=not err_console.is_terminal)
+    task = progress.add_task("", total=None)
+    try:
+        with progress:
+            n = asyncio.run(reembed_store(
+                settings, get_embedder(model),
+                lambda done, total: progress.update(task, completed=done, total=total)))
+    except SurrealDocsError as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+    console.print(f"{n} chunks re-embedded with {model}")
+
+
 def main() -> None:
     """Entry point. Exits with ``os._exit`` once output is flushed: the embedded engine's
     runtime can abort while the interpreter tears down, which would turn a finished,

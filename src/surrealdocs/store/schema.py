@@ -31,6 +31,12 @@ EMBEDDING_KEY = RecordID(META, "embedding")
 INDEX_STATE_KEY = RecordID(META, "index_state")
 
 
+def hnsw_index_sql(settings: Settings, dimension: int) -> str:
+    return (f"DEFINE INDEX IF NOT EXISTS {HNSW_INDEX} ON {CHUNKS} FIELDS embedding"
+            f" HNSW DIMENSION {int(dimension)} DIST {settings.hnsw_distance} TYPE F32"
+            f" EFC {int(settings.hnsw_efc)} M {int(settings.hnsw_m)};")
+
+
 def _v1(settings: Settings, dimension: int) -> str:
     return f"""
 DEFINE ANALYZER IF NOT EXISTS {ANALYZER} TOKENIZERS blank,class
@@ -73,9 +79,7 @@ DEFINE FIELD IF NOT EXISTS embedding ON {CHUNKS} TYPE option<array<float>>;
 DEFINE INDEX IF NOT EXISTS chunks_document ON {CHUNKS} FIELDS document;
 DEFINE INDEX IF NOT EXISTS {FT_INDEX} ON {CHUNKS} FIELDS content
     FULLTEXT ANALYZER {ANALYZER} BM25({settings.bm25_k1},{settings.bm25_b}) HIGHLIGHTS;
-DEFINE INDEX IF NOT EXISTS {HNSW_INDEX} ON {CHUNKS} FIELDS embedding
-    HNSW DIMENSION {int(dimension)} DIST {settings.hnsw_distance} TYPE F32
-    EFC {settings.hnsw_efc} M {settings.hnsw_m};
+{hnsw_index_sql(settings, dimension)}
 
 DEFINE TABLE IF NOT EXISTS {FILES} SCHEMAFULL;
 DEFINE FIELD IF NOT EXISTS path ON {FILES} TYPE string;
@@ -144,6 +148,11 @@ async def ensure_schema(store: Store, settings: Settings, model: str, dimension:
 
 
 def check_embedding_model(stored: dict[str, Any], model: str, dimension: int, url: str) -> None:
+    if stored.get("reembedding"):
+        raise EmbeddingModelMismatchError(
+            f"re-embedding the store at {url} with {stored['reembedding']!r} was interrupted; "
+            f"finish it first: surrealdocs reembed --model {stored['reembedding']}"
+        )
     if stored.get("model") == model and int(stored.get("dimension", -1)) == dimension:
         return
     raise EmbeddingModelMismatchError(
