@@ -14,8 +14,10 @@ from surrealdocs import (
     Settings,
     StoreError,
 )
-from surrealdocs.store import connect, resolve_url, validate_identifier
-from surrealdocs.store.schema import SCHEMA_KEY, SCHEMA_VERSION, ensure_schema
+from surrealdocs.store import Names, connect, resolve_url, validate_identifier
+from surrealdocs.store.schema import SCHEMA_VERSION, ensure_schema
+
+SCHEMA_KEY = Names().schema_key
 
 
 def test_settings_from_env_and_overrides() -> None:
@@ -172,11 +174,39 @@ async def test_reembed_switches_the_model(tmp_path: Path) -> None:
 
 
 async def test_interrupted_reembed_blocks_opening(tmp_path: Path) -> None:
-    from surrealdocs.store.schema import EMBEDDING_KEY
-
     db = str(tmp_path / "kb")
     async with await KnowledgeBase.open(db, model="hashing-64") as kb:
         await kb.store.query("UPSERT $e MERGE { reembedding: 'hashing-32' };",
-                             {"e": EMBEDDING_KEY})
+                             {"e": Names().embedding_key})
     with pytest.raises(EmbeddingModelMismatchError, match="interrupted"):
         await KnowledgeBase.open(db, model="hashing-64")
+
+
+async def test_two_knowledge_bases_share_one_database_under_other_names() -> None:
+    from surrealdocs.store.connection import Store
+
+    settings = Settings(db="mem://", model="hashing-64")
+    async with await KnowledgeBase.open(settings=settings) as first:
+        other = Settings(db="mem://", model="hashing-32", documents_table="papers",
+                         chunks_table="paper_chunks")
+        # the same in-memory engine, opened again through the first connection
+        store = Store(client=first.store.client, url=first.store.url,
+                      namespace=first.store.namespace, database=first.store.database,
+                      names=Names("papers", "paper_chunks"))
+        from surrealdocs.embed import get_embedder
+        await ensure_schema(store, other, "hashing-32", 32)
+        second = KnowledgeBase(store, get_embedder("hashing-32"), other)
+        await first.ingest_bytes(b"apples and pears", mime_type="text/plain", source="n://1")
+        await second.ingest_bytes(b"ships and harbours", mime_type="text/plain", source="n://2")
+        assert [h.source for h in await first.search("apples", mode="text")] == ["n://1"]
+        assert [h.source for h in await second.search("harbours", mode="text")] == ["n://2"]
+        assert await second.search("apples", mode="text") == []
+        (info,) = await store.query("INFO FOR TABLE paper_chunks;")
+        assert "DIMENSION 32" in info["indexes"]["paper_chunks_embedding_hnsw"]
+
+
+def test_table_names_are_validated() -> None:
+    with pytest.raises(InvalidIdentifierError):
+        Names("documents; DELETE x", "chunks")
+    with pytest.raises(InvalidIdentifierError):
+        Names("same", "same")

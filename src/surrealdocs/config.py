@@ -30,6 +30,8 @@ class Settings:
             ``ws://``, ``wss://``, ``http://``, ``https://`` a SurrealDB server or cluster.
         user, password: credentials for a server (root or namespace/database users).
         namespace, database: where the tables live.
+        documents_table, chunks_table: table names (several knowledge bases can share a
+            database under different names).
         model: embedding model name (see ``surrealdocs.embed.available_models``).
         chunk_size, chunk_overlap: chunk length and overlap in characters.
         hnsw_*: HNSW index parameters. ``hnsw_ef`` is the search-time candidate list size.
@@ -47,6 +49,8 @@ class Settings:
     password: str | None = None
     namespace: str = "surrealdocs"
     database: str = "main"
+    documents_table: str = "documents"
+    chunks_table: str = "chunks"
     model: str = "all-minilm-l6-v2"
     chunk_size: int = 800
     chunk_overlap: int = 100

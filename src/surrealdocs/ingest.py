@@ -25,7 +25,7 @@ from .config import Settings
 from .embed import Embedder
 from .extract import Extracted, ExtractFailure, extract_bytes, extract_file
 from .store.connection import Store
-from .store.schema import CHUNKS, DOCUMENTS, FILES, HNSW_INDEX, INDEX_STATE_KEY
+from .store.names import Names
 
 CHUNK_ROWS_PER_STATEMENT = 100  # larger INSERTs make the full-text index superlinear
 
@@ -125,6 +125,7 @@ class Ingestor:
         self.store = store
         self.embedder = embedder
         self.settings = settings
+        self.names = store.names
         self._write_lock = asyncio.Lock()
         self._extract_slots = asyncio.Semaphore(settings.extract_concurrency)
         self._embed_lock = asyncio.Lock()
@@ -169,12 +170,15 @@ class Ingestor:
 
         return list(await asyncio.gather(*(one(s) for s in sources)))
 
+    def _file_id(self, key: str) -> RecordID:
+        return RecordID(self.names.files, key)
+
     async def _previous_hashes(self, keys: list[str]) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         for start in range(0, len(keys), 500):
-            ids = [RecordID(FILES, k) for k in keys[start:start + 500]]
+            ids = [RecordID(self.names.files, k) for k in keys[start:start + 500]]
             (rows,) = await self.store.query(
-                f"SELECT path, file_hash, status, error, document FROM {FILES} "
+                f"SELECT path, file_hash, status, error, document FROM {self.names.files} "
                 "WHERE id IN $ids;", {"ids": ids})
             for row in rows or []:
                 out[row["path"]] = row
@@ -218,14 +222,14 @@ class Ingestor:
                 " UPSERT $file CONTENT { path: $path, file_hash: $hash, size: $size,"
                 "   status: $status, error: $error, document: NONE };"
                 + _DETACH_OLD + " COMMIT;",
-                {"file": RecordID(FILES, key), "path": key, "hash": file_hash, "size": size,
+                {"file": self._file_id(key), "path": key, "hash": file_hash, "size": size,
                  "status": failure.kind, "error": failure.reason},
             )
 
     async def _store_document(self, key: str, file_hash: str, size: int, doc: Extracted,
                               previous: dict[str, Any] | None) -> FileResult:
         content_hash = sha256(doc.content)
-        doc_id = RecordID(DOCUMENTS, content_hash)
+        doc_id = RecordID(self.names.documents, content_hash)
         was_there = previous is not None and previous.get("status") in ("ingested", "duplicate")
         if not await self._document_exists(doc_id):
             async with self._embed_lock:  # one model call at a time; it uses every core
@@ -245,7 +249,7 @@ class Ingestor:
                 " UPSERT $file CONTENT { path: $path, file_hash: $hash, size: $size,"
                 "   status: 'duplicate', document: $doc, mime_type: $mime };"
                 + _DETACH_OLD + " COMMIT;",
-                {"file": RecordID(FILES, key), "doc": doc_id, "path": key, "hash": file_hash,
+                {"file": self._file_id(key), "doc": doc_id, "path": key, "hash": file_hash,
                  "size": size, "mime": doc.mime_type},
             )
         same_doc = previous is not None and str(previous.get("document")) == str(doc_id)
@@ -268,7 +272,7 @@ class Ingestor:
         cascade); a crash leaves an incomplete document that :func:`recover` deletes, and
         search never shows chunks of incomplete documents.
         """
-        rows = chunk_rows(doc, doc_id, content_hash, vectors)
+        rows = chunk_rows(self.names, doc, doc_id, content_hash, vectors)
         document = {
             "source": key, "sources": [key], "content": doc.content,
             "mime_type": doc.mime_type, "content_hash": content_hash, "title": doc.title,
@@ -295,7 +299,8 @@ class Ingestor:
             params = {f"rows{n}": group[i:i + CHUNK_ROWS_PER_STATEMENT]
                       for n, i in enumerate(range(0, len(group), CHUNK_ROWS_PER_STATEMENT))}
             await self.store.query(
-                "\n".join(f"INSERT INTO {CHUNKS} ${name} RETURN NONE;" for name in params),
+                "\n".join(f"INSERT INTO {self.names.chunks} ${name} RETURN NONE;"
+                          for name in params),
                 params)
 
     async def _finish_document(self, key: str, file_hash: str, size: int, doc: Extracted,
@@ -309,27 +314,29 @@ class Ingestor:
             + _DETACH_OLD +
             " UPSERT $state SET pending_vectors = (pending_vectors OR 0) + $n RETURN NONE;"
             " COMMIT;",
-            {"file": RecordID(FILES, key), "doc": doc_id, "path": key, "hash": file_hash,
-             "size": size, "mime": doc.mime_type, "state": INDEX_STATE_KEY, "n": n_chunks},
+            {"file": self._file_id(key), "doc": doc_id, "path": key, "hash": file_hash,
+             "size": size, "mime": doc.mime_type, "state": self.names.index_state_key,
+             "n": n_chunks},
         )
 
     async def delete_source(self, key: str) -> bool:
         """Forget a source; its document goes when no other source shares it."""
         async with self._write_lock:
             (found,) = await self.store.query(
-                "SELECT VALUE id FROM ONLY $file;", {"file": RecordID(FILES, key)})
+                "SELECT VALUE id FROM ONLY $file;", {"file": self._file_id(key)})
             if found is None:
                 return False
             await self.store.query(
                 "BEGIN; LET $old = (SELECT VALUE document FROM ONLY $file); DELETE $file;"
                 + _DETACH_OLD + " COMMIT;",
-                {"file": RecordID(FILES, key), "path": key},
+                {"file": self._file_id(key), "path": key},
             )
         return True
 
     async def maybe_rebuild_index(self, force: bool = False) -> bool:
         """Build the HNSW graph when enough vectors wait in the engine's exact-scan queue."""
-        (state,) = await self.store.query("SELECT * FROM ONLY $s;", {"s": INDEX_STATE_KEY})
+        (state,) = await self.store.query("SELECT * FROM ONLY $s;",
+                                          {"s": self.names.index_state_key})
         pending = int((state or {}).get("pending_vectors") or 0)
         if not force and pending < self.settings.rebuild_threshold:
             return False
@@ -345,7 +352,7 @@ async def recover(store: Store, older_than_seconds: int = 0) -> int:
     debris; on a shared server pass an age, so that another writer's work is left alone.
     """
     (deleted,) = await store.query(
-        f"DELETE {DOCUMENTS} WHERE complete = false"
+        f"DELETE {store.names.documents} WHERE complete = false"
         " AND updated_at < time::now() - type::duration($age) RETURN BEFORE;",
         {"age": f"{int(older_than_seconds)}s"},
     )
@@ -355,9 +362,9 @@ async def recover(store: Store, older_than_seconds: int = 0) -> int:
 async def rebuild_vector_index(store: Store) -> None:
     """Rebuild the HNSW graph synchronously, so every vector is in the graph."""
     await store.query(
-        f"REBUILD INDEX {HNSW_INDEX} ON {CHUNKS};"
+        f"REBUILD INDEX {store.names.hnsw_index} ON {store.names.chunks};"
         " UPSERT $s SET pending_vectors = 0, rebuilt_at = time::now();",
-        {"s": INDEX_STATE_KEY},
+        {"s": store.names.index_state_key},
     )
 
 
@@ -374,12 +381,12 @@ IF $old != NONE AND $old != $doc {
 """
 
 
-def chunk_rows(doc: Extracted, doc_id: RecordID, content_hash: str,
+def chunk_rows(names: Names, doc: Extracted, doc_id: RecordID, content_hash: str,
                vectors: Any) -> list[dict[str, Any]]:
     rows = []
     for chunk, vector in zip(doc.chunks, vectors):
         row: dict[str, Any] = {
-            "id": RecordID(CHUNKS, f"{content_hash}_{chunk.index}"),
+            "id": RecordID(names.chunks, f"{content_hash}_{chunk.index}"),
             "document": doc_id,
             "content": chunk.content,
             "chunk_index": chunk.index,

@@ -23,15 +23,7 @@ from .embed import Embedder, get_embedder
 from .ingest import FileResult, Ingestor, IngestReport, ProgressCallback, rebuild_vector_index
 from .search import Filters, Hit, Searcher
 from .store.connection import Store, connect
-from .store.schema import (
-    CHUNKS,
-    DOCUMENTS,
-    EMBEDDING_KEY,
-    FILES,
-    INDEX_STATE_KEY,
-    SCHEMA_VERSION,
-    ensure_schema,
-)
+from .store.schema import SCHEMA_VERSION, ensure_schema
 
 T = TypeVar("T")
 
@@ -133,13 +125,14 @@ class KnowledgeBase:
         await rebuild_vector_index(self.store)
 
     async def stats(self) -> Stats:
+        names = self.store.names
         docs, chunks, files, mimes, model, state = await self.store.query(
-            f"SELECT count() AS n FROM {DOCUMENTS} GROUP ALL;"
-            f" SELECT count() AS n FROM {CHUNKS} GROUP ALL;"
-            f" SELECT status, count() AS n FROM {FILES} GROUP BY status;"
-            f" SELECT mime_type, count() AS n FROM {DOCUMENTS} GROUP BY mime_type;"
+            f"SELECT count() AS n FROM {names.documents} GROUP ALL;"
+            f" SELECT count() AS n FROM {names.chunks} GROUP ALL;"
+            f" SELECT status, count() AS n FROM {names.files} GROUP BY status;"
+            f" SELECT mime_type, count() AS n FROM {names.documents} GROUP BY mime_type;"
             " SELECT * FROM ONLY $model; SELECT * FROM ONLY $state;",
-            {"model": EMBEDDING_KEY, "state": INDEX_STATE_KEY},
+            {"model": names.embedding_key, "state": names.index_state_key},
         )
         return Stats(
             url=self.store.url,

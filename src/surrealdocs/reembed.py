@@ -16,16 +16,7 @@ from .embed import Embedder
 from .errors import StoreError
 from .ingest import CHUNK_ROWS_PER_STATEMENT
 from .store.connection import Store, connect
-from .store.schema import (
-    CHUNKS,
-    DOCUMENTS,
-    EMBEDDING_KEY,
-    HNSW_INDEX,
-    INDEX_STATE_KEY,
-    META,
-    SCHEMA_VERSION,
-    hnsw_index_sql,
-)
+from .store.schema import SCHEMA_VERSION, hnsw_index_sql
 
 PAGE = 500
 
@@ -45,21 +36,22 @@ async def reembed(settings: Settings, embedder: Embedder,
 
 async def _reembed(store: Store, settings: Settings, embedder: Embedder,
                    on_progress: Callable[[int, int], None] | None) -> int:
-    (schema,) = await store.query(f"SELECT * FROM ONLY {META}:schema;")
+    names = store.names
+    (schema,) = await store.query("SELECT * FROM ONLY $k;", {"k": names.schema_key})
     if not schema or int(schema.get("version", 0)) != SCHEMA_VERSION:
         raise StoreError(
             f"{store.url} is not a surrealdocs store of schema version {SCHEMA_VERSION}; "
             "open it once with its own model first")
-    (total,) = await store.query(f"SELECT count() AS n FROM {CHUNKS} GROUP ALL;")
+    (total,) = await store.query(f"SELECT count() AS n FROM {names.chunks} GROUP ALL;")
     n_total = int(total[0]["n"]) if total else 0
     await store.query(
-        f"UPSERT $e MERGE {{ reembedding: $model }}; REMOVE INDEX IF EXISTS {HNSW_INDEX} ON"
-        f" {CHUNKS};", {"e": EMBEDDING_KEY, "model": embedder.name})
+        f"UPSERT $e MERGE {{ reembedding: $model }}; REMOVE INDEX IF EXISTS {names.hnsw_index} ON"
+        f" {names.chunks};", {"e": names.embedding_key, "model": embedder.name})
     done = 0
     last = None
     while True:
         (rows,) = await store.query(
-            f"SELECT id, content FROM {CHUNKS}"
+            f"SELECT id, content FROM {names.chunks}"
             + (" WHERE id > $last" if last is not None else "")
             + f" ORDER BY id LIMIT {PAGE};", {"last": last})
         if not rows:
@@ -76,12 +68,12 @@ async def _reembed(store: Store, settings: Settings, embedder: Embedder,
         if on_progress:
             on_progress(done, n_total)
     await store.query(
-        hnsw_index_sql(settings, embedder.dimension)
-        + f" UPDATE {DOCUMENTS} SET embedding_model = $model RETURN NONE;"
+        hnsw_index_sql(names, settings, embedder.dimension)
+        + f" UPDATE {names.documents} SET embedding_model = $model RETURN NONE;"
         " UPSERT $e CONTENT { model: $model, dimension: $dim, distance: $dist,"
         "   created_at: time::now() };"
         " UPSERT $s SET pending_vectors = 0, rebuilt_at = time::now();",
-        {"e": EMBEDDING_KEY, "model": embedder.name, "dim": embedder.dimension,
-         "dist": settings.hnsw_distance, "s": INDEX_STATE_KEY},
+        {"e": names.embedding_key, "model": embedder.name, "dim": embedder.dimension,
+         "dist": settings.hnsw_distance, "s": names.index_state_key},
     )
     return done

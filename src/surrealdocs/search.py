@@ -20,7 +20,7 @@ from .config import Settings
 from .embed import Embedder
 from .errors import ConfigurationError, DimensionMismatchError
 from .store.connection import Store
-from .store.schema import CHUNKS, HNSW_INDEX, index_status
+from .store.schema import index_status
 
 MODES = ("hybrid", "vector", "text")
 RRF_K = 60
@@ -172,10 +172,11 @@ class Searcher:
         terms = query_terms(query)
         if not terms:
             return []
+        names = self.store.names
         clauses, params = filters.where()
         where = " AND ".join([*clauses, "content @1,OR@ $q"])
         (rows,) = await self.store.query(
-            f"SELECT {_DETAIL_FIELDS}, search::score(1) AS score FROM {CHUNKS}"
+            f"SELECT {_DETAIL_FIELDS}, search::score(1) AS score FROM {names.chunks}"
             f" WHERE {where} ORDER BY score DESC, id LIMIT {int(limit)};",
             {**params, "q": terms},
         )
@@ -191,12 +192,13 @@ class Searcher:
             raise DimensionMismatchError(
                 f"query vector has {len(vec)} dimensions, the index has {self.embedder.dimension}")
         clauses, params = filters.where()
+        names = self.store.names
         k = int(limit)
         ef = max(self.settings.hnsw_ef, k + 1)
-        if await index_status(self.store, HNSW_INDEX, CHUNKS) == "ready":
+        if await index_status(self.store, names.hnsw_index, names.chunks) == "ready":
             where = " AND ".join([*clauses, f"embedding <|{k},{ef}|> $v"])
             (rows,) = await self.store.query(
-                f"SELECT {_DETAIL_FIELDS}, vector::distance::knn() AS distance FROM {CHUNKS}"
+                f"SELECT {_DETAIL_FIELDS}, vector::distance::knn() AS distance FROM {names.chunks}"
                 f" WHERE {where} ORDER BY distance, id LIMIT {k};",
                 {**params, "v": vec},
             )
@@ -204,7 +206,7 @@ class Searcher:
             where = " AND ".join([*clauses, "embedding != NONE"])
             (rows,) = await self.store.query(
                 f"SELECT {_DETAIL_FIELDS}, vector::distance::cosine(embedding, $v) AS distance"
-                f" FROM {CHUNKS} WHERE {where} ORDER BY distance, id LIMIT {k};",
+                f" FROM {names.chunks} WHERE {where} ORDER BY distance, id LIMIT {k};",
                 {**params, "v": vec},
             )
         hits = [_hit(row, self._similarity(float(row["distance"]))) for row in _visible(rows)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -14,24 +13,10 @@ from surrealdb import AsyncSurreal, SurrealError
 
 from ..config import DEFAULT_DIR, Settings
 from ..errors import ConfigurationError, StoreError
+from .names import Names, validate_identifier
 
 EMBEDDED_SCHEMES = {"mem", "memory", "surrealkv", "surrealkv+versioned", "file"}
 REMOTE_SCHEMES = {"ws", "wss", "http", "https"}
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-
-
-def validate_identifier(name: str, what: str = "identifier") -> str:
-    """Return ``name`` if it is safe to place in SurrealQL as a table/index name, else raise."""
-    from ..errors import InvalidIdentifierError
-
-    if not isinstance(name, str) or not _IDENTIFIER.match(name):
-        raise InvalidIdentifierError(
-            f"invalid {what} {name!r}: use letters, digits and underscores, "
-            "starting with a letter or underscore (at most 64 characters)"
-        )
-    return name
-
-
 def resolve_url(db: str | None) -> str:
     """Turn the user's ``db`` setting into a URL the SDK understands.
 
@@ -69,6 +54,7 @@ class Store:
     url: str
     namespace: str
     database: str
+    names: Names = field(default_factory=Names)
 
     @property
     def embedded(self) -> bool:
@@ -121,6 +107,7 @@ async def connect(settings: Settings | None = None) -> Store:
     scheme = urlparse(url).scheme
     validate_identifier(settings.namespace, "namespace")
     validate_identifier(settings.database, "database")
+    names = Names(settings.documents_table, settings.chunks_table)
     if scheme in ("surrealkv", "surrealkv+versioned", "file"):
         Path(url.split("://", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -136,4 +123,5 @@ async def connect(settings: Settings | None = None) -> Store:
         raise StoreError(f"cannot open {url}: {exc}{hint}") from exc
     except OSError as exc:
         raise StoreError(f"cannot reach {url}: {exc}") from exc
-    return Store(client=client, url=url, namespace=settings.namespace, database=settings.database)
+    return Store(client=client, url=url, namespace=settings.namespace, database=settings.database,
+                 names=names)

@@ -12,32 +12,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from surrealdb import RecordID
-
 from ..config import Settings
 from ..errors import EmbeddingModelMismatchError, SchemaVersionError, StoreError
 from .connection import Store
-
-DOCUMENTS = "documents"
-CHUNKS = "chunks"
-FILES = "files"
-META = "surrealdocs_meta"
-ANALYZER = "sd_english"
-FT_INDEX = "chunks_content_ft"
-HNSW_INDEX = "chunks_embedding_hnsw"
-
-SCHEMA_KEY = RecordID(META, "schema")
-EMBEDDING_KEY = RecordID(META, "embedding")
-INDEX_STATE_KEY = RecordID(META, "index_state")
+from .names import META, Names
 
 
-def hnsw_index_sql(settings: Settings, dimension: int) -> str:
-    return (f"DEFINE INDEX IF NOT EXISTS {HNSW_INDEX} ON {CHUNKS} FIELDS embedding"
+def hnsw_index_sql(names: Names, settings: Settings, dimension: int) -> str:
+    return (f"DEFINE INDEX IF NOT EXISTS {names.hnsw_index} ON {names.chunks} FIELDS embedding"
             f" HNSW DIMENSION {int(dimension)} DIST {settings.hnsw_distance} TYPE F32"
             f" EFC {int(settings.hnsw_efc)} M {int(settings.hnsw_m)};")
 
 
-def _v1(settings: Settings, dimension: int) -> str:
+def _v1(names: Names, settings: Settings, dimension: int) -> str:
+    DOCUMENTS, CHUNKS, FILES = names.documents, names.chunks, names.files
+    ANALYZER, FT_INDEX = names.analyzer, names.ft_index
     return f"""
 DEFINE ANALYZER IF NOT EXISTS {ANALYZER} TOKENIZERS blank,class
     FILTERS lowercase,ascii,snowball(english);
@@ -60,10 +49,10 @@ DEFINE FIELD IF NOT EXISTS embedding_model ON {DOCUMENTS} TYPE option<string>;
 DEFINE FIELD IF NOT EXISTS complete ON {DOCUMENTS} TYPE bool DEFAULT false;
 DEFINE FIELD IF NOT EXISTS ingested_at ON {DOCUMENTS} TYPE datetime VALUE time::now() READONLY;
 DEFINE FIELD IF NOT EXISTS updated_at ON {DOCUMENTS} TYPE datetime VALUE time::now();
-DEFINE INDEX IF NOT EXISTS documents_content_hash ON {DOCUMENTS} FIELDS content_hash UNIQUE;
-DEFINE INDEX IF NOT EXISTS documents_source ON {DOCUMENTS} FIELDS source;
-DEFINE INDEX IF NOT EXISTS documents_mime ON {DOCUMENTS} FIELDS mime_type;
-DEFINE INDEX IF NOT EXISTS documents_complete ON {DOCUMENTS} FIELDS complete;
+DEFINE INDEX IF NOT EXISTS {DOCUMENTS}_content_hash ON {DOCUMENTS} FIELDS content_hash UNIQUE;
+DEFINE INDEX IF NOT EXISTS {DOCUMENTS}_source ON {DOCUMENTS} FIELDS source;
+DEFINE INDEX IF NOT EXISTS {DOCUMENTS}_mime ON {DOCUMENTS} FIELDS mime_type;
+DEFINE INDEX IF NOT EXISTS {DOCUMENTS}_complete ON {DOCUMENTS} FIELDS complete;
 
 DEFINE TABLE IF NOT EXISTS {CHUNKS} SCHEMAFULL;
 DEFINE FIELD IF NOT EXISTS document ON {CHUNKS} TYPE record<{DOCUMENTS}> REFERENCE ON DELETE CASCADE;
@@ -76,10 +65,10 @@ DEFINE FIELD IF NOT EXISTS first_page ON {CHUNKS} TYPE option<int>;
 DEFINE FIELD IF NOT EXISTS last_page ON {CHUNKS} TYPE option<int>;
 DEFINE FIELD IF NOT EXISTS word_count ON {CHUNKS} TYPE int;
 DEFINE FIELD IF NOT EXISTS embedding ON {CHUNKS} TYPE option<array<float>>;
-DEFINE INDEX IF NOT EXISTS chunks_document ON {CHUNKS} FIELDS document;
+DEFINE INDEX IF NOT EXISTS {CHUNKS}_document ON {CHUNKS} FIELDS document;
 DEFINE INDEX IF NOT EXISTS {FT_INDEX} ON {CHUNKS} FIELDS content
     FULLTEXT ANALYZER {ANALYZER} BM25({settings.bm25_k1},{settings.bm25_b}) HIGHLIGHTS;
-{hnsw_index_sql(settings, dimension)}
+{hnsw_index_sql(names, settings, dimension)}
 
 DEFINE TABLE IF NOT EXISTS {FILES} SCHEMAFULL;
 DEFINE FIELD IF NOT EXISTS path ON {FILES} TYPE string;
@@ -91,7 +80,7 @@ DEFINE FIELD IF NOT EXISTS error ON {FILES} TYPE option<string>;
 DEFINE FIELD IF NOT EXISTS mime_type ON {FILES} TYPE option<string>;
 DEFINE FIELD IF NOT EXISTS document ON {FILES} TYPE option<record<{DOCUMENTS}>>;
 DEFINE FIELD IF NOT EXISTS seen_at ON {FILES} TYPE datetime VALUE time::now();
-DEFINE INDEX IF NOT EXISTS files_document ON {FILES} FIELDS document;
+DEFINE INDEX IF NOT EXISTS {FILES}_document ON {FILES} FIELDS document;
 """
 
 
@@ -99,7 +88,7 @@ DEFINE INDEX IF NOT EXISTS files_document ON {FILES} FIELDS document;
 class Migration:
     version: int
     description: str
-    sql: Callable[[Settings, int], str]
+    sql: Callable[[Names, Settings, int], str]
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -115,9 +104,10 @@ async def ensure_schema(store: Store, settings: Settings, model: str, dimension:
     and :class:`EmbeddingModelMismatchError` when it was embedded with another model.
     """
     await store.query(f"DEFINE TABLE IF NOT EXISTS {META} SCHEMALESS;")
+    names = store.names
     schema, embedding = await store.query(
         "SELECT * FROM ONLY $schema; SELECT * FROM ONLY $embedding;",
-        {"schema": SCHEMA_KEY, "embedding": EMBEDDING_KEY},
+        {"schema": names.schema_key, "embedding": names.embedding_key},
     )
     current = int(schema["version"]) if schema else 0
     if current > SCHEMA_VERSION:
@@ -131,17 +121,17 @@ async def ensure_schema(store: Store, settings: Settings, model: str, dimension:
         if migration.version <= current:
             continue
         await store.query(
-            "BEGIN;\n" + migration.sql(settings, dimension)
+            "BEGIN;\n" + migration.sql(names, settings, dimension)
             + "\nUPSERT $schema MERGE { version: $version, description: $description,"
             " applied_at: time::now() };\nCOMMIT;",
-            {"schema": SCHEMA_KEY, "version": migration.version,
+            {"schema": names.schema_key, "version": migration.version,
              "description": migration.description},
         )
     if not embedding:
         await store.query(
             "UPSERT $embedding MERGE { model: $model, dimension: $dimension,"
             " distance: $distance, created_at: time::now() };",
-            {"embedding": EMBEDDING_KEY, "model": model, "dimension": dimension,
+            {"embedding": names.embedding_key, "model": model, "dimension": dimension,
              "distance": settings.hnsw_distance},
         )
     return SCHEMA_VERSION
@@ -165,7 +155,7 @@ def check_embedding_model(stored: dict[str, Any], model: str, dimension: int, ur
 
 async def stored_embedding_model(store: Store) -> dict[str, Any] | None:
     try:
-        (row,) = await store.query("SELECT * FROM ONLY $k;", {"k": EMBEDDING_KEY})
+        (row,) = await store.query("SELECT * FROM ONLY $k;", {"k": store.names.embedding_key})
     except StoreError:
         return None
     return row if isinstance(row, dict) else None

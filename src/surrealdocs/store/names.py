@@ -1,0 +1,77 @@
+"""Table, index and metadata-record names of one surrealdocs schema.
+
+The defaults are ``documents`` and ``chunks``; other names let several knowledge bases (or the
+kreuzberg-surrealdb facade's own tables) live in one database. Every name is validated before
+it is placed in SurrealQL.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from surrealdb import RecordID
+
+from ..errors import InvalidIdentifierError
+
+META = "surrealdocs_meta"
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+def validate_identifier(name: str, what: str = "identifier") -> str:
+    """Return ``name`` if it is safe to place in SurrealQL as a table/index name, else raise."""
+    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+        raise InvalidIdentifierError(
+            f"invalid {what} {name!r}: use letters, digits and underscores, "
+            "starting with a letter or underscore (at most 64 characters)"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Names:
+    documents: str = "documents"
+    chunks: str = "chunks"
+
+    def __post_init__(self) -> None:
+        validate_identifier(self.documents, "documents table name")
+        validate_identifier(self.chunks, "chunks table name")
+        if self.documents == self.chunks:
+            raise InvalidIdentifierError("the documents and chunks tables must differ")
+        if META in (self.documents, self.chunks):
+            raise InvalidIdentifierError(f"{META} is reserved")
+
+    @property
+    def default(self) -> bool:
+        return (self.documents, self.chunks) == ("documents", "chunks")
+
+    @property
+    def files(self) -> str:
+        return "files" if self.default else f"{self.documents}_files"
+
+    @property
+    def analyzer(self) -> str:
+        return "sd_english"
+
+    @property
+    def ft_index(self) -> str:
+        return f"{self.chunks}_content_ft"
+
+    @property
+    def hnsw_index(self) -> str:
+        return f"{self.chunks}_embedding_hnsw"
+
+    def _key(self, kind: str) -> RecordID:
+        return RecordID(META, kind if self.default else f"{self.documents}.{self.chunks}.{kind}")
+
+    @property
+    def schema_key(self) -> RecordID:
+        return self._key("schema")
+
+    @property
+    def embedding_key(self) -> RecordID:
+        return self._key("embedding")
+
+    @property
+    def index_state_key(self) -> RecordID:
+        return self._key("index_state")
