@@ -1,0 +1,55 @@
+"""The shared corpus of 356 real files (about 30 broken on purpose), when it is present."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from conftest import shared_docs
+from surrealdocs import KnowledgeBase, Settings
+
+MAX_BYTES = 1_000_000  # the few big files are the benchmark's job, not the test suite's
+
+
+def expected_outcomes(root: Path) -> dict[str, tuple[str, int]]:
+    with open(root / "RESULTS.tsv", newline="") as f:
+        return {row["path"]: (row["outcome"], int(row["chars"] or 0))
+                for row in csv.DictReader(f, delimiter="\t")}
+
+
+async def test_corpus_lands_with_every_failure_named(tmp_path: Path) -> None:
+    root = shared_docs()
+    expected = expected_outcomes(root)
+    small = sorted(p for p in root.rglob("*") if p.is_file() and p.parent != root
+                   and p.stat().st_size <= MAX_BYTES)
+    settings = Settings(db=str(tmp_path / "kb"), model="hashing-64", extract_timeout=60)
+    async with await KnowledgeBase.open(settings=settings) as kb:
+        report = await kb.ingest(small)
+        assert len(report.results) == len(small)
+        outcome = {str(Path(r.source).relative_to(root)): r for r in report.results}
+        for rel, (kz_outcome, chars) in expected.items():
+            if rel not in outcome:
+                continue
+            ours = outcome[rel]
+            if kz_outcome == "error":
+                assert ours.status == "failed", (rel, ours)
+                assert ours.reason and len(ours.reason) > 10, (rel, ours)
+            elif chars > 0:
+                assert ours.status in ("ingested", "duplicate", "empty"), (rel, ours)
+            else:  # no text for kreuzberg alone: we report it, or OCR found some
+                assert ours.status in ("empty", "ingested", "duplicate"), (rel, ours)
+                if ours.status == "empty":
+                    assert ours.reason == "no text could be extracted"
+        counts = report.counts
+        assert counts["failed"] >= 15 and counts["empty"] >= 20
+        assert counts["ingested"] >= 250
+        stats = await kb.stats()
+        assert stats.documents == counts["ingested"]
+        (bad,) = await kb.store.query(
+            "SELECT VALUE id FROM documents WHERE complete = false OR chunk_count = 0"
+            " OR string::len(string::trim(content)) = 0;")
+        assert bad == []
+
+        again = await kb.ingest(small)
+        assert again.counts["unchanged"] == len(small)
+        assert again.chunks_written == 0
