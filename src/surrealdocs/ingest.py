@@ -160,10 +160,16 @@ class Ingestor:
         await recover(self.store, 0 if self.store.embedded else 3600)
         previous = await self._previous_hashes([s.key for s in sources])
 
+        # Files in flight (read, extracted, waiting for the model or the writer) are bounded,
+        # so that extraction running ahead of embedding cannot hold a whole corpus in memory.
+        in_flight = asyncio.Semaphore(self.settings.extract_concurrency * 4)
+
         async def one(src: _Source) -> FileResult:
-            t0 = time.perf_counter()
-            result = await self._ingest_one(src, previous.get(src.key), force, retry_failed)
-            result.seconds = time.perf_counter() - t0
+            async with in_flight:
+                t0 = time.perf_counter()
+                result = await self._ingest_one(src, previous.get(src.key), force,
+                                                retry_failed)
+                result.seconds = time.perf_counter() - t0
             if on_result:
                 on_result(result)
             return result
