@@ -9,6 +9,7 @@ than trusting the engine, which would then return every row.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -28,7 +29,7 @@ RRF_K = 60
 _DETAIL_FIELDS = (
     "id, document, content, chunk_index, char_start, char_end, page_number, last_page,"
     " document.source AS source, document.title AS title, document.mime_type AS mime_type,"
-    " document.complete AS complete"
+    " document.complete AS complete, generation, document.generation AS doc_generation"
 )
 
 # Common English function words. The analyzer indexes them, and in an OR query they match
@@ -53,10 +54,28 @@ class Filters:
 
     source: str | None = None
     mime_type: str | Sequence[str] | None = None
+    notebook: Any = None
+    created_after: dt.datetime | None = None
+    created_before: dt.datetime | None = None
+    topics: Sequence[str] | None = None
 
     def where(self) -> tuple[list[str], dict[str, Any]]:
         clauses: list[str] = []
         params: dict[str, Any] = {}
+        if self.notebook is not None:
+            # a field of the chunk itself (kept in step with the reference edges), so the
+            # engine checks it without following the link to the document
+            clauses.append("notebooks CONTAINS $f_notebook")
+            params["f_notebook"] = self.notebook
+        if self.created_after is not None:
+            clauses.append("document.ingested_at >= $f_after")
+            params["f_after"] = _aware(self.created_after)
+        if self.created_before is not None:
+            clauses.append("document.ingested_at < $f_before")
+            params["f_before"] = _aware(self.created_before)
+        if self.topics:
+            clauses.append("document.topics CONTAINSANY $f_topics")
+            params["f_topics"] = list(self.topics)
         if self.mime_type:
             mimes = [self.mime_type] if isinstance(self.mime_type, str) else list(self.mime_type)
             clauses.append("document.mime_type IN $f_mimes")
@@ -65,6 +84,10 @@ class Filters:
             clauses.append("document.sources.any(|$s| string::matches($s, $f_source))")
             params["f_source"] = glob_to_regex(self.source)
         return clauses, params
+
+
+def _aware(value: dt.datetime) -> dt.datetime:
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
 
 
 def glob_to_regex(pattern: str) -> str:
@@ -245,9 +268,11 @@ def fuse_rrf(text_hits: list[Hit], vector_hits: list[Hit], limit: int,
 
 
 def _visible(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    """Rows whose document is complete: chunks of a document still being written (or left
-    by a crash, until recovery) are never shown."""
-    return [r for r in rows or [] if r.get("complete") is True]
+    """Rows whose document is complete and current: chunks of a document still being
+    written, or of a generation being replaced, (or left by a crash, until recovery) are
+    never shown."""
+    return [r for r in rows or [] if r.get("complete") is True
+            and (r.get("generation") or 0) == (r.get("doc_generation") or 0)]
 
 
 def _hit(row: dict[str, Any], score: float) -> Hit:

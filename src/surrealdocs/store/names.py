@@ -61,6 +61,31 @@ class Names:
     def hnsw_index(self) -> str:
         return f"{self.chunks}_embedding_hnsw"
 
+    def _scoped(self, table: str) -> str:
+        return table if self.default else f"{self.documents}_{table}"
+
+    @property
+    def notebook(self) -> str:
+        return self._scoped("notebook")
+
+    @property
+    def reference(self) -> str:
+        """Edge table: document (source) -> reference -> notebook."""
+        return self._scoped("reference")
+
+    @property
+    def note(self) -> str:
+        return self._scoped("note")
+
+    @property
+    def artifact(self) -> str:
+        """Edge table: note -> artifact -> notebook."""
+        return self._scoped("artifact")
+
+    @property
+    def job(self) -> str:
+        return self._scoped("job")
+
     def _key(self, kind: str) -> RecordID:
         return RecordID(META, kind if self.default else f"{self.documents}.{self.chunks}.{kind}")
 

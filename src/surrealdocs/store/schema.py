@@ -84,6 +84,56 @@ DEFINE INDEX IF NOT EXISTS {FILES}_document ON {FILES} FIELDS document;
 """
 
 
+def _v2(names: Names, settings: Settings, dimension: int) -> str:
+    D, C, NB = names.documents, names.chunks, names.notebook
+    REF, NOTE, ART, JOB = names.reference, names.note, names.artifact, names.job
+    return f"""
+DEFINE FIELD IF NOT EXISTS generation ON {D} TYPE int DEFAULT 0;
+DEFINE FIELD IF NOT EXISTS topics ON {D} TYPE array<string> DEFAULT [];
+DEFINE FIELD IF NOT EXISTS notebooks ON {D} TYPE array<record<{NB}>> DEFAULT [];
+DEFINE FIELD IF NOT EXISTS asset ON {D} TYPE option<object> FLEXIBLE;
+DEFINE INDEX IF NOT EXISTS {D}_ingested_at ON {D} FIELDS ingested_at;
+DEFINE FIELD IF NOT EXISTS generation ON {C} TYPE int DEFAULT 0;
+DEFINE FIELD IF NOT EXISTS notebooks ON {C} TYPE array<record<{NB}>> DEFAULT [];
+DEFINE INDEX IF NOT EXISTS {C}_notebooks ON {C} FIELDS notebooks;
+
+DEFINE TABLE IF NOT EXISTS {NB} SCHEMAFULL;
+DEFINE FIELD IF NOT EXISTS name ON {NB} TYPE string;
+DEFINE FIELD IF NOT EXISTS description ON {NB} TYPE string DEFAULT '';
+DEFINE FIELD IF NOT EXISTS archived ON {NB} TYPE bool DEFAULT false;
+DEFINE FIELD IF NOT EXISTS created ON {NB} TYPE datetime VALUE time::now() READONLY;
+DEFINE FIELD IF NOT EXISTS updated ON {NB} TYPE datetime VALUE time::now();
+DEFINE INDEX IF NOT EXISTS {NB}_name ON {NB} FIELDS name UNIQUE;
+
+DEFINE TABLE IF NOT EXISTS {REF} TYPE RELATION IN {D} OUT {NB} ENFORCED SCHEMAFULL;
+DEFINE FIELD IF NOT EXISTS created ON {REF} TYPE datetime VALUE time::now() READONLY;
+DEFINE INDEX IF NOT EXISTS {REF}_pair ON {REF} FIELDS in, out UNIQUE;
+
+DEFINE TABLE IF NOT EXISTS {NOTE} SCHEMAFULL;
+DEFINE FIELD IF NOT EXISTS title ON {NOTE} TYPE string DEFAULT '';
+DEFINE FIELD IF NOT EXISTS content ON {NOTE} TYPE string DEFAULT '';
+DEFINE FIELD IF NOT EXISTS embedding ON {NOTE} TYPE option<array<float>>;
+DEFINE FIELD IF NOT EXISTS created ON {NOTE} TYPE datetime VALUE time::now() READONLY;
+DEFINE FIELD IF NOT EXISTS updated ON {NOTE} TYPE datetime VALUE time::now();
+
+DEFINE TABLE IF NOT EXISTS {ART} TYPE RELATION IN {NOTE} OUT {NB} ENFORCED SCHEMAFULL;
+DEFINE FIELD IF NOT EXISTS created ON {ART} TYPE datetime VALUE time::now() READONLY;
+DEFINE INDEX IF NOT EXISTS {ART}_pair ON {ART} FIELDS in, out UNIQUE;
+
+DEFINE TABLE IF NOT EXISTS {JOB} SCHEMAFULL;
+DEFINE FIELD IF NOT EXISTS kind ON {JOB} TYPE string;
+DEFINE FIELD IF NOT EXISTS target ON {JOB} TYPE record<{D}>;
+DEFINE FIELD IF NOT EXISTS status ON {JOB} TYPE string
+    ASSERT $value IN ['queued', 'running', 'done', 'failed'];
+DEFINE FIELD IF NOT EXISTS progress ON {JOB} TYPE float DEFAULT 0.0;
+DEFINE FIELD IF NOT EXISTS error ON {JOB} TYPE option<string>;
+DEFINE FIELD IF NOT EXISTS attempts ON {JOB} TYPE int DEFAULT 0;
+DEFINE FIELD IF NOT EXISTS created ON {JOB} TYPE datetime VALUE time::now() READONLY;
+DEFINE FIELD IF NOT EXISTS updated ON {JOB} TYPE datetime VALUE time::now();
+DEFINE INDEX IF NOT EXISTS {JOB}_status ON {JOB} FIELDS status;
+"""
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -93,6 +143,7 @@ class Migration:
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "documents, chunks (BM25 + HNSW), files", _v1),
+    Migration(2, "notebooks, sources' references, notes, jobs; chunk generations", _v2),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
