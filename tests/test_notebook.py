@@ -264,3 +264,23 @@ def test_interrupted_job_resumes_after_reopen(tmp_path: Path) -> None:
             await nbs.close()
 
     asyncio.run(resume())
+
+
+async def test_scoped_vector_search_walks_the_notebooks_own_index(nbs: Notebooks) -> None:
+    import json
+
+    nb = await nbs.create_notebook("A")
+    other = await nbs.create_notebook("B")
+    await vectorized(nbs, nb, "Solar panels turn light into power. " * 20, "solar")
+    await vectorized(nbs, other, "Wind turbines turn air into power. " * 20, "wind")
+    table = nbs.names.notebook_vectors(nb.id)
+    vec = [float(x) for x in nbs.kb.embedder.embed_query("solar power")]
+    (plan,) = await nbs.store.query(
+        f"SELECT chunk FROM {table} WHERE embedding <|5,100|> $v EXPLAIN;", {"v": vec})
+    text = json.dumps(plan)
+    assert '"KnnScan"' in text and f"{table}_hnsw" in text
+    before = await nbs.vector_search(query_vector=vec, notebook_id=nb.id, min_score=0.0)
+    assert await nbs.rebuild_notebook_index(nb.id, force=True)
+    after = await nbs.vector_search(query_vector=vec, notebook_id=nb.id, min_score=0.0)
+    assert [h.chunk_id for h in after] == [h.chunk_id for h in before]
+    assert {h.title for h in after} == {"solar"}

@@ -91,5 +91,5 @@ def chunk_text(text: str, max_chars: int = 800, overlap: int = 100) -> list[Chun
             found = text.find(c.content, cursor)
             if found >= 0:
                 c.char_start, c.char_end = found, found + len(c.content)
-                cursor = found
+                cursor = found + 1
     return chunks

@@ -47,6 +47,11 @@ from .store.connection import Store
 JOB_STATUSES = ("queued", "running", "done", "failed")
 
 
+# Rows for a notebook's vector table from a source's chunks ($s); ids mirror the chunks'.
+_COPY_VECTORS = ("SELECT type::record('{t}', record::id(id)) AS id, id AS chunk, document,"
+                 " embedding FROM {chunks} WHERE document = $s AND embedding != NONE")
+
+
 class NotFoundError(SurrealDocsError, LookupError):
     """No notebook, source, note or job with that id or name."""
 
@@ -246,10 +251,36 @@ class Notebooks:
         if nb.id is None:
             (row,) = await self.store.query(
                 f"CREATE ONLY {self.names.notebook} CONTENT $data;", {"data": data})
+            await self._define_vector_table(row["id"])
         else:
             (row,) = await self.store.query("UPDATE ONLY $id MERGE $data;",
                                             {"id": nb.id, "data": data})
         return self._notebook(row)
+
+    async def _define_vector_table(self, nb: RecordID) -> None:
+        n, settings = self.names, self.kb.settings
+        t = n.notebook_vectors(nb)
+        await self.store.query(
+            f"DEFINE TABLE IF NOT EXISTS {t} SCHEMAFULL;"
+            f" DEFINE FIELD IF NOT EXISTS chunk ON {t} TYPE record<{n.chunks}>"
+            "   REFERENCE ON DELETE CASCADE;"
+            f" DEFINE FIELD IF NOT EXISTS document ON {t} TYPE record<{n.documents}>;"
+            f" DEFINE FIELD IF NOT EXISTS embedding ON {t} TYPE array<float>;"
+            f" DEFINE INDEX IF NOT EXISTS {t}_document ON {t} FIELDS document;"
+            f" DEFINE INDEX IF NOT EXISTS {t}_hnsw ON {t} FIELDS embedding HNSW"
+            f" DIMENSION {int(self.kb.embedder.dimension)} DIST {settings.hnsw_distance}"
+            f" TYPE F32 EFC {int(settings.hnsw_efc)} M {int(settings.hnsw_m)};")
+
+    async def rebuild_notebook_index(self, nb: RecordID, force: bool = False) -> bool:
+        """Build a notebook's HNSW graph once enough of its vectors wait outside it."""
+        (pending,) = await self.store.query("SELECT VALUE pending_vectors FROM ONLY $nb;",
+                                            {"nb": nb})
+        if not force and int(pending or 0) < self.kb.settings.rebuild_threshold:
+            return False
+        t = self.names.notebook_vectors(nb)
+        await self.store.query(f"REBUILD INDEX {t}_hnsw ON {t};"
+                               " UPDATE $nb SET pending_vectors = 0 RETURN NONE;", {"nb": nb})
+        return True
 
     async def get_notebook(self, ref: Any) -> Notebook:
         """A notebook by id (``notebook:x`` or RecordID) or by name."""
@@ -292,7 +323,8 @@ class Notebooks:
             await self._delete_document(source_id)
         await self.store.query(
             f"BEGIN; DELETE {n.note} WHERE id IN (SELECT VALUE in FROM {n.artifact}"
-            " WHERE out = $nb); DELETE $nb; COMMIT;", {"nb": nb.id})
+            f" WHERE out = $nb); DELETE $nb; REMOVE TABLE IF EXISTS"
+            f" {n.notebook_vectors(_require_id(nb))}; COMMIT;", {"nb": nb.id})
 
     # ----- sources ---------------------------------------------------------------------
     async def add_text(self, notebook: Notebook | Any | None, *, text: str,
@@ -404,23 +436,31 @@ class Notebooks:
         in one transaction."""
         n = self.names
         if add is not None:
-            edge = f"RELATE $s->{n.reference}->$nb;"
-            change = "array::union(notebooks, [$nb])"
-            # the UNIQUE index on (in, out) makes a second RELATE fail: skip it instead
-            edge = f"IF (SELECT VALUE id FROM {n.reference} WHERE in = $s AND out = $nb)" \
-                   f" = [] {{ {edge} }};"
             nb = add
+            t = n.notebook_vectors(nb)
+            # the UNIQUE index on (in, out) makes a second RELATE fail: skip it instead
+            edge = (f"IF (SELECT VALUE id FROM {n.reference} WHERE in = $s AND out = $nb)"
+                    f" = [] {{ RELATE $s->{n.reference}->$nb; }};")
+            change = "array::union(notebooks, [$nb])"
+            vectors = (f"DELETE {t} WHERE document = $s;"
+                       f" INSERT INTO {t} ({_COPY_VECTORS.format(t=t, chunks=n.chunks)}"
+                       " AND generation = $s.generation) RETURN NONE;"
+                       f" UPDATE $nb SET pending_vectors += (SELECT VALUE count() FROM {t}"
+                       " WHERE document = $s GROUP ALL)[0] OR 0 RETURN NONE;")
         elif remove is not None:
+            nb = remove
             edge = f"DELETE {n.reference} WHERE in = $s AND out = $nb;"
             change = "array::complement(notebooks, [$nb])"
-            nb = remove
+            vectors = f"DELETE {n.notebook_vectors(nb)} WHERE document = $s;"
         else:
             return
         await self.store.query(
             f"BEGIN; {edge}"
             f" UPDATE $s SET notebooks = {change} RETURN NONE;"
             f" UPDATE {n.chunks} SET notebooks = {change} WHERE document = $s RETURN NONE;"
-            " COMMIT;", {"s": source_id, "nb": nb})
+            f" {vectors} COMMIT;", {"s": source_id, "nb": nb})
+        if add is not None:
+            await self.rebuild_notebook_index(add)
 
     async def delete_source(self, source: Source | Any) -> None:
         sid = self._sid(source)
@@ -578,17 +618,25 @@ class Notebooks:
             await self.store.query("UPDATE $j SET progress = $p RETURN NONE;",
                                    {"j": job.id, "p": min(start + batch, len(chunks))
                                     / max(len(chunks), 1)})
+        copies = "".join(
+            f" INSERT INTO {t} ({_COPY_VECTORS.format(t=t, chunks=n.chunks)}"
+            " AND generation = $g) RETURN NONE;"
+            f" UPDATE $nb{i} SET pending_vectors += $count RETURN NONE;"
+            for i, t in enumerate(n.notebook_vectors(nb) for nb in doc.get("notebooks") or []))
         await self.store.query(
             "BEGIN; UPDATE $d SET generation = $g, chunk_count = $count RETURN NONE;"
             " UPSERT $state SET pending_vectors = (pending_vectors OR 0) + $count RETURN NONE;"
-            " COMMIT;",
-            {"d": job.target, "g": generation, "count": len(chunks),
-             "state": n.index_state_key})
+            + copies + " COMMIT;",
+            {"d": job.target, "s": job.target, "g": generation, "count": len(chunks),
+             "state": n.index_state_key,
+             **{f"nb{i}": nb for i, nb in enumerate(doc.get("notebooks") or [])}})
         # the previous generations are invisible now: drop them
         await self.store.query(
             f"DELETE {n.chunks} WHERE document = $d AND generation != $g;",
             {"d": job.target, "g": generation})
         await self.kb._ingestor.maybe_rebuild_index()
+        for nb in doc.get("notebooks") or []:
+            await self.rebuild_notebook_index(nb)
 
     # ----- search ----------------------------------------------------------------------
     def _filters(self, notebook_id: Any, created_after: dt.datetime | None,
@@ -597,7 +645,8 @@ class Notebooks:
             notebook_id.id if isinstance(notebook_id, Notebook) else notebook_id,
             self.names.notebook)
         return Filters(notebook=nb, created_after=created_after, created_before=created_before,
-                       topics=topics)
+                       topics=topics,
+                       vector_table=None if nb is None else self.names.notebook_vectors(nb))
 
     async def vector_search(self, query: str | None = None, *,
                             query_vector: Sequence[float] | None = None,
@@ -664,6 +713,12 @@ class Notebooks:
                    progress=float(row.get("progress") or 0.0), error=row.get("error"),
                    attempts=int(row.get("attempts") or 0), created=row.get("created"),
                    updated=row.get("updated"), _nbs=self)
+
+
+def _require_id(obj: Notebook | Source) -> RecordID:
+    if obj.id is None:
+        raise ConfigurationError(f"save the {type(obj).__name__.lower()} first")
+    return obj.id
 
 
 def _group(hits: list[Hit], limit: int) -> list[SourceMatch]:

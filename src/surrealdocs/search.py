@@ -31,6 +31,11 @@ _DETAIL_FIELDS = (
     " document.source AS source, document.title AS title, document.mime_type AS mime_type,"
     " document.complete AS complete, generation, document.generation AS doc_generation"
 )
+# the same fields read through the `chunk` link of a notebook's vector table
+_DETAIL_FIELDS_VIA_CHUNK = ", ".join(
+    f"chunk.{f.split(' AS ')[0].strip()} AS {(f.split(' AS ')[-1]).split('.')[-1].strip()}"
+    for f in _DETAIL_FIELDS.split(",")
+)
 
 # Common English function words. The analyzer indexes them, and in an OR query they match
 # almost every chunk (slow) while adding nothing to the ranking.
@@ -59,10 +64,23 @@ class Filters:
     created_before: dt.datetime | None = None
     topics: Sequence[str] | None = None
 
-    def where(self) -> tuple[list[str], dict[str, Any]]:
+    vector_table: str | None = None
+
+    def where(self, through: str = "") -> tuple[list[str], dict[str, Any]]:
+        """SurrealQL conditions on a chunk; ``through`` is the path from the queried table
+        to the chunk (``"chunk."`` when querying a notebook's vector table, which holds that
+        notebook's chunks only, so the notebook condition is left out)."""
+        clauses, params = self._where(notebook=not through)
+        if through:
+            clauses = [c.replace("document.", through + "document.")
+                       .replace("notebooks CONTAINS", through + "notebooks CONTAINS")
+                       for c in clauses]
+        return clauses, params
+
+    def _where(self, notebook: bool) -> tuple[list[str], dict[str, Any]]:
         clauses: list[str] = []
         params: dict[str, Any] = {}
-        if self.notebook is not None:
+        if self.notebook is not None and notebook:
             # a field of the chunk itself (kept in step with the reference edges), so the
             # engine checks it without following the link to the document
             clauses.append("notebooks CONTAINS $f_notebook")
@@ -218,7 +236,21 @@ class Searcher:
         names = self.store.names
         k = int(limit)
         ef = max(self.settings.hnsw_ef, k + 1)
-        if await index_status(self.store, names.hnsw_index, names.chunks) == "ready":
+        if filters.vector_table is not None:
+            table = filters.vector_table
+            clauses, params = filters.where(through="chunk.")
+            if await index_status(self.store, f"{table}_hnsw", table) == "ready":
+                where = " AND ".join([*clauses, f"embedding <|{k},{ef}|> $v"])
+                distance = "vector::distance::knn()"
+            else:
+                where = " AND ".join(clauses) or "true"
+                distance = "vector::distance::cosine(embedding, $v)"
+            (rows,) = await self.store.query(
+                f"SELECT {_DETAIL_FIELDS_VIA_CHUNK}, {distance} AS distance FROM {table}"
+                f" WHERE {where} ORDER BY distance, id LIMIT {k};",
+                {**params, "v": vec},
+            )
+        elif await index_status(self.store, names.hnsw_index, names.chunks) == "ready":
             where = " AND ".join([*clauses, f"embedding <|{k},{ef}|> $v"])
             (rows,) = await self.store.query(
                 f"SELECT {_DETAIL_FIELDS}, vector::distance::knn() AS distance FROM {names.chunks}"

@@ -86,6 +86,12 @@ class Names:
     def job(self) -> str:
         return self._scoped("job")
 
+    def notebook_vectors(self, notebook: RecordID) -> str:
+        """The table holding a copy of the vectors of one notebook's chunks, with an HNSW
+        index of its own, so a scoped vector search walks a graph of that notebook only."""
+        return validate_identifier(f"{self.chunks}_nbv_{notebook.id!s}",
+                                   "notebook vector table name")
+
     def _key(self, kind: str) -> RecordID:
         return RecordID(META, kind if self.default else f"{self.documents}.{self.chunks}.{kind}")
 
