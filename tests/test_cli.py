@@ -87,3 +87,34 @@ def test_bad_mode_is_rejected(tmp_path: Path) -> None:
     code, out = run("search", "x", "--db", str(tmp_path / "kb"), "--model", "hashing-64",
                     "--mode", "nope")
     assert code == 2 and "mode must be one of" in out
+
+
+def test_notebook_commands(tmp_path: Path) -> None:
+    db = str(tmp_path / "kb")
+    common = ("--db", db, "--model", "hashing-64")
+    code, out = run("notebook", "create", "Papers", "--description", "to read", *common)
+    assert code == 0 and "created notebook Papers" in out
+    code, out = run("add", "Papers", str(SAMPLES / "bm25.txt"), "--topic", "ir", *common)
+    assert code == 0, out
+    code, out = run("add", "Other", str(SAMPLES / "surrealdb.html"), *common)  # created on use
+    assert code == 0, out
+    code, out = run("notebook", "list", "--json", *common)
+    listing = {n["name"]: n for n in json.loads(out)}
+    assert listing["Papers"]["sources"] == 1 and listing["Other"]["sources"] == 1
+    code, out = run("notebook", "show", "Papers", "--json", *common)
+    shown = json.loads(out)
+    assert [s["topics"] for s in shown["sources"]] == [["ir"]]
+    for mode in ("text", "vector", "hybrid"):
+        code, out = run("search", "BM25 ranking database", "--notebook", "Papers", "--mode",
+                        mode, "--json", "--min-score", "0", *common)
+        assert code == 0, out
+        hits = json.loads(out)
+        assert hits and {Path(h["source"]).name for h in hits} == {"bm25.txt"}
+    code, out = run("jobs", "--json", *common)
+    assert code == 0 and json.loads(out) == []
+    code, out = run("notebook", "delete", "Papers", "--delete-sources", *common)
+    assert code == 0
+    code, out = run("stats", "--json", *common)
+    assert json.loads(out)["documents"] == 1
+    code, out = run("search", "x", "--notebook", "Papers", *common)
+    assert code == 2 and "no notebook" in out

@@ -17,10 +17,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .config import Settings
-from .errors import SurrealDocsError
+from .errors import ConfigurationError, SurrealDocsError
 from .ingest import FileResult, IngestReport
 from .kb import KnowledgeBase
-from .search import MODES
+from .notebook import Job, Note, Notebook, Notebooks, Source
+from .notebook import NotFoundError as NotebookNotFound
+from .search import MODES, Hit
 
 app = typer.Typer(
     help="Turn documents into a searchable knowledge base inside SurrealDB.",
@@ -137,15 +139,40 @@ def search(
     source: Annotated[str | None, typer.Option(help="Only sources matching this glob")] = None,
     mime_type: Annotated[list[str] | None, typer.Option(
         "--mime-type", help="Only these MIME types (repeatable)")] = None,
+    notebook: Annotated[str | None, typer.Option(
+        "--notebook", help="Only sources in this notebook (name or id)")] = None,
     as_json: JsonOption = False,
     db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
     database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
 ) -> None:
     """Search the stored chunks (hybrid by default; vector or BM25 text on request)."""
     settings = _settings(db, model, namespace, database, user, password)
-    hits = _with_kb(settings, lambda kb: kb.search(
-        query, mode=mode, limit=limit, min_score=min_score, source=source,
-        mime_type=mime_type or None))
+    if notebook is not None:
+        if source or mime_type:
+            err_console.print("[red]error:[/red] --notebook cannot be combined with --source"
+                              " or --mime-type")
+            raise typer.Exit(2)
+
+        async def scoped(nbs: Notebooks) -> list[Hit]:
+            nb = await nbs.get_notebook(notebook)
+            functions: dict[str, Callable[..., Awaitable[list[Any]]]] = {
+                "vector": nbs.vector_search, "text": nbs.text_search,
+                "hybrid": nbs.hybrid_search}
+            search_fn = functions.get(mode)
+            if search_fn is None:
+                raise ConfigurationError(f"mode must be one of {', '.join(MODES)}")
+            kwargs: dict[str, Any] = {"notebook_id": nb.id, "limit": limit}
+            if mode != "hybrid":
+                kwargs["min_score"] = min_score if min_score is not None else (
+                    0.2 if mode == "vector" else None)
+            hits: list[Hit] = await search_fn(query, **kwargs)
+            return hits
+
+        hits = _with_notebooks(settings, scoped)
+    else:
+        hits = _with_kb(settings, lambda kb: kb.search(
+            query, mode=mode, limit=limit, min_score=min_score, source=source,
+            mime_type=mime_type or None))
     if as_json:
         console.print_json(json.dumps([h.to_dict() for h in hits], default=str))
         return
@@ -167,6 +194,174 @@ def search(
                       escape(hit.title or Path(hit.source).name) + f"\n[dim]{escape(hit.source)}"
                       f" [{hit.char_start}:{hit.char_end}][/dim]",
                       str(hit.page or ""), escape(snippet))
+    console.print(table)
+
+
+def _with_notebooks(settings: Settings, work: Callable[[Notebooks], Awaitable[T]]) -> T:
+    async def run() -> T:
+        async with await Notebooks.open(settings=settings, run_jobs=False) as nbs:
+            return await work(nbs)
+
+    try:
+        return asyncio.run(run())
+    except SurrealDocsError as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+
+
+notebook_app = typer.Typer(help="Notebooks: named collections of sources, searchable alone.",
+                           no_args_is_help=True)
+app.add_typer(notebook_app, name="notebook")
+
+
+@notebook_app.command("create")
+def notebook_create(
+    name: Annotated[str, typer.Argument(help="Notebook name (unique)")],
+    description: Annotated[str, typer.Option(help="What it is for")] = "",
+    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
+    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+) -> None:
+    """Create a notebook."""
+    settings = _settings(db, model, namespace, database, user, password)
+    nb = _with_notebooks(settings, lambda nbs: nbs.create_notebook(name, description))
+    console.print(f"created notebook {escape(nb.name)} ({nb.id})")
+
+
+@notebook_app.command("list")
+def notebook_list(
+    as_json: JsonOption = False,
+    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
+    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+) -> None:
+    """List notebooks with their number of sources."""
+    settings = _settings(db, model, namespace, database, user, password)
+
+    async def work(nbs: Notebooks) -> list[tuple[Notebook, int]]:
+        return [(nb, len(await nbs.sources(notebook=nb))) for nb in await nbs.list_notebooks()]
+
+    rows = _with_notebooks(settings, work)
+    if as_json:
+        console.print_json(json.dumps([{"id": str(nb.id), "name": nb.name,
+                                        "description": nb.description,
+                                        "archived": nb.archived, "sources": n}
+                                       for nb, n in rows]))
+        return
+    table = Table(title="Notebooks")
+    for column in ("name", "sources", "description", "id"):
+        table.add_column(column)
+    for nb, n in rows:
+        table.add_row(escape(nb.name) + (" [dim](archived)[/dim]" if nb.archived else ""),
+                      str(n), escape(nb.description), str(nb.id))
+    console.print(table)
+
+
+@notebook_app.command("show")
+def notebook_show(
+    name: Annotated[str, typer.Argument(help="Notebook name or id")],
+    as_json: JsonOption = False,
+    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
+    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+) -> None:
+    """Show a notebook's sources and notes."""
+    settings = _settings(db, model, namespace, database, user, password)
+
+    async def work(nbs: Notebooks) -> tuple[Notebook, list[Source], list[Note]]:
+        nb = await nbs.get_notebook(name)
+        return nb, await nbs.sources(notebook=nb), await nbs.notes(nb)
+
+    nb, sources, notes = _with_notebooks(settings, work)
+    if as_json:
+        console.print_json(json.dumps({
+            "id": str(nb.id), "name": nb.name, "description": nb.description,
+            "sources": [{"id": str(s.id), "title": s.title, "chunks": s.chunk_count,
+                         "topics": s.topics, "asset": s.asset} for s in sources],
+            "notes": [{"id": str(n.id), "title": n.title} for n in notes]}, default=str))
+        return
+    console.print(f"[bold]{escape(nb.name)}[/bold] {escape(nb.description)} ({nb.id})")
+    table = Table(title=f"{len(sources)} sources")
+    for column in ("title", "chunks", "topics", "id"):
+        table.add_column(column, overflow="fold")
+    for src in sources:
+        table.add_row(escape(src.title or ""), str(src.chunk_count),
+                      escape(", ".join(src.topics)), str(src.id))
+    console.print(table)
+    for note in notes:
+        console.print(f"note: {escape(note.title)}")
+
+
+@notebook_app.command("delete")
+def notebook_delete(
+    name: Annotated[str, typer.Argument(help="Notebook name or id")],
+    delete_sources: Annotated[bool, typer.Option(
+        help="Also delete the sources that no other notebook references")] = False,
+    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
+    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+) -> None:
+    """Delete a notebook, its edges and notes (and, on request, its own sources)."""
+    settings = _settings(db, model, namespace, database, user, password)
+    _with_notebooks(settings, lambda nbs: nbs.delete_notebook(
+        name, delete_exclusive_sources=delete_sources))
+    console.print(f"deleted notebook {escape(name)}")
+
+
+@app.command("add")
+def add(
+    notebook: Annotated[str, typer.Argument(help="Notebook name or id")],
+    paths: Annotated[list[Path], typer.Argument(help="Files and directories to add")],
+    glob: Annotated[str, typer.Option(help="Pattern for files inside directories")] = "**/*",
+    topic: Annotated[list[str] | None, typer.Option(
+        "--topic", help="Topic to tag the sources with (repeatable)")] = None,
+    as_json: JsonOption = False,
+    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
+    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+) -> None:
+    """Ingest files into a notebook (creating the notebook if it does not exist)."""
+    settings = _settings(db, model, namespace, database, user, password)
+
+    async def work(nbs: Notebooks) -> IngestReport:
+        try:
+            nb = await nbs.get_notebook(notebook)
+        except NotebookNotFound:
+            nb = await nbs.create_notebook(notebook)
+        return await nbs.add_paths(nb, paths, topics=topic or (), glob=glob)
+
+    report = _with_notebooks(settings, work)
+    if as_json:
+        console.print_json(json.dumps(report.to_dict(), default=str))
+    else:
+        _print_report(report)
+    raise typer.Exit(1 if report.counts["failed"] else 0)
+
+
+@app.command()
+def jobs(
+    status: Annotated[str | None, typer.Option(help="Only jobs with this status")] = None,
+    run: Annotated[bool, typer.Option(help="Run the queued jobs now, then list")] = False,
+    as_json: JsonOption = False,
+    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
+    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+) -> None:
+    """List background jobs (vectorize) with their status, progress and error."""
+    settings = _settings(db, model, namespace, database, user, password)
+
+    async def work(nbs: Notebooks) -> list[Job]:
+        if run:
+            await nbs.run_pending_jobs()
+        return await nbs.jobs(status)
+
+    rows = _with_notebooks(settings, work)
+    if as_json:
+        console.print_json(json.dumps([{"id": str(j.id), "kind": j.kind,
+                                        "target": str(j.target), "status": j.status,
+                                        "progress": j.progress, "error": j.error,
+                                        "attempts": j.attempts} for j in rows]))
+        return
+    table = Table(title="Jobs")
+    for column in ("id", "kind", "source", "status", "progress", "error"):
+        table.add_column(column, overflow="fold")
+    for j in rows:
+        table.add_row(str(j.id), j.kind, str(j.target), j.status, f"{j.progress:.0%}",
+                      escape(j.error or ""))
     console.print(table)
 
 
