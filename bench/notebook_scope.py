@@ -1,0 +1,135 @@
+"""Scoped search: one notebook of 10,000 chunks among 100,000, against unscoped search.
+
+    python bench/notebook_scope.py [--chunks 100000] [--notebook-chunks 10000] [--queries 40]
+
+Chunks get clustered random 384-d unit vectors (100 centres + noise, closer to real
+embeddings than uniform noise) and short texts, written straight into the schema, so the
+benchmark measures search rather than the model. Sources are put in the notebook through
+`Notebooks.link` (edges, chunk membership, the notebook's vector table), then both HNSW
+graphs are built. Scoped and unscoped queries alternate, so machine noise hits both alike;
+the brute-force filter on the shared index (`notebooks CONTAINS $nb AND <|k,ef|>`) runs as
+the baseline that a per-notebook index replaces.
+Prints and writes bench/results/notebook_scope.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from surrealdb import RecordID
+
+from surrealdocs import Settings
+from surrealdocs.embed.hashing import HashingEmbedder
+from surrealdocs.notebook import Notebooks
+from surrealdocs.search import Filters
+
+DIM = 384
+
+
+class FixedDim(HashingEmbedder):
+    """Only its name and dimension matter here: vectors are given directly."""
+
+
+async def load(nbs: Notebooks, n_chunks: int, per_source: int, rng: np.random.Generator,
+               centres: np.ndarray) -> list[RecordID]:
+    n = nbs.names
+    sources = []
+    words = ["alpha", "beta", "gamma", "delta", "river", "stone", "cloud", "light"]
+    for s in range(n_chunks // per_source):
+        doc = RecordID(n.documents, f"src{s:05d}")
+        await nbs.store.query("CREATE $d CONTENT $doc RETURN NONE;", {"d": doc, "doc": {
+            "source": f"bench://{s}", "sources": [f"bench://{s}"], "content": f"source {s}",
+            "mime_type": "text/plain", "content_hash": f"h{s}", "chunk_count": per_source,
+            "complete": True}})
+        vecs = centres[rng.integers(0, len(centres), per_source)] \
+            + 0.35 * rng.normal(size=(per_source, DIM)).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        rows = [{"id": RecordID(n.chunks, f"src{s:05d}_{i}"), "document": doc,
+                 "content": f"{words[i % 8]} {words[(i * 7) % 8]} chunk {i} of source {s}",
+                 "chunk_index": i, "char_start": 0, "char_end": 1, "word_count": 6,
+                 "embedding": v.tolist()} for i, v in enumerate(vecs)]
+        for start in range(0, len(rows), 100):
+            await nbs.store.query(f"INSERT INTO {n.chunks} $r RETURN NONE;",
+                                  {"r": rows[start:start + 100]})
+        sources.append(doc)
+    return sources
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--notebook-chunks", type=int, default=10_000)
+    parser.add_argument("--per-source", type=int, default=1000)
+    parser.add_argument("--queries", type=int, default=40)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(100, DIM)).astype(np.float32)
+    timings: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(db=str(Path(tmp) / "kb"), model="bench", rebuild_threshold=10**9)
+        nbs = await Notebooks.open(settings=settings, embedder=FixedDim(DIM), run_jobs=False)
+        t0 = time.perf_counter()
+        sources = await load(nbs, args.chunks, args.per_source, rng, centres)
+        timings["load_s"] = time.perf_counter() - t0
+        nb = await nbs.create_notebook("bench")
+        t0 = time.perf_counter()
+        for doc in sources[: args.notebook_chunks // args.per_source]:
+            await nbs.link(doc, nb)
+        timings["link_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        await nbs.kb.rebuild_index()
+        timings["rebuild_all_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        await nbs.rebuild_notebook_index(nb.id, force=True)
+        timings["rebuild_notebook_s"] = time.perf_counter() - t0
+
+        queries = centres[rng.integers(0, 100, args.queries)] \
+            + 0.35 * rng.normal(size=(args.queries, DIM)).astype(np.float32)
+        searcher = nbs.kb._searcher
+        lat: dict[str, list[float]] = {"unscoped": [], "scoped": [], "filter_on_shared": []}
+        recall: list[float] = []
+        shared_filter = Filters(notebook=nb.id)  # no vector table: filter in the shared index
+        for q in queries:
+            for name, call in (
+                ("unscoped", lambda q=q: nbs.vector_search(query_vector=q, min_score=-1)),
+                ("scoped", lambda q=q: nbs.vector_search(query_vector=q, notebook_id=nb.id,
+                                                         min_score=-1)),
+                ("filter_on_shared", lambda q=q: searcher.vector(q, 10, shared_filter)),
+            ):
+                t0 = time.perf_counter()
+                hits: list[Any] = await call()
+                lat[name].append((time.perf_counter() - t0) * 1000)
+                if name == "scoped":
+                    scoped_ids = {h.chunk_id for h in hits}
+                if name == "filter_on_shared":  # exact within the notebook (pending-free)
+                    recall.append(len(scoped_ids & {h.chunk_id for h in hits}) / 10)
+        await nbs.close()
+    p50 = {k: statistics.median(v) for k, v in lat.items()}
+    result = {
+        "chunks": args.chunks, "notebook_chunks": args.notebook_chunks,
+        "queries": args.queries,
+        "latency_ms_p50": {k: round(v, 1) for k, v in p50.items()},
+        "latency_ms_p95": {k: round(sorted(v)[int(0.95 * len(v))], 1) for k, v in lat.items()},
+        "ratio_scoped_to_unscoped": round(p50["scoped"] / p50["unscoped"], 2),
+        "ratio_shared_filter_to_unscoped": round(p50["filter_on_shared"] / p50["unscoped"], 2),
+        "scoped_overlap_with_filtered_shared_index": round(statistics.mean(recall), 3),
+        "setup_s": {k: round(v, 1) for k, v in timings.items()},
+    }
+    out = Path(__file__).parent / "results" / "notebook_scope.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
