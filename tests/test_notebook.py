@@ -284,3 +284,20 @@ async def test_scoped_vector_search_walks_the_notebooks_own_index(nbs: Notebooks
     after = await nbs.vector_search(query_vector=vec, notebook_id=nb.id, min_score=0.0)
     assert [h.chunk_id for h in after] == [h.chunk_id for h in before]
     assert {h.title for h in after} == {"solar"}
+
+
+async def test_changed_file_stays_in_its_notebooks(nbs: Notebooks, tmp_path: Path) -> None:
+    f = tmp_path / "owls.md"
+    f.write_text("# Owls\n\nOwls hunt at night.")
+    nb = await nbs.create_notebook("Birds")
+    await nbs.add_paths(nb, [f], topics=["birds"])
+    f.write_text("# Owls\n\nOwls hunt mice at night, silently.")
+    report = await nbs.kb.ingest([f])  # the plain ingest path, not `add`
+    assert report.counts["updated"] == 1
+    (source,) = await nb.get_sources()
+    assert "silently" in source.full_text and source.topics == ["birds"]
+    for search in (nbs.text_search, nbs.vector_search):
+        hits = await search("owls mice", notebook_id=nb.id)  # type: ignore[operator]
+        assert hits and all(h.document_id == str(source.id) for h in hits)
+    c = await counts(nbs)
+    assert c[nbs.names.documents] == 1 and c[nbs.names.reference] == 1

@@ -311,18 +311,38 @@ class Ingestor:
 
     async def _finish_document(self, key: str, file_hash: str, size: int, doc: Extracted,
                                doc_id: RecordID, n_chunks: int) -> None:
+        n = self.names
+        (old,) = await self.store.query(
+            "SELECT VALUE document.{ id, notebooks, topics } FROM ONLY $file;",
+            {"file": self._file_id(key)})
+        notebooks = list((old or {}).get("notebooks") or []) if old else []
+        # A new version of a source keeps the old version's notebooks and topics: edges,
+        # chunk membership and the copies in each notebook's vector table.
+        carry = ""
+        if notebooks:
+            carry = (
+                " UPDATE $doc SET notebooks = $nbs, topics = $topics RETURN NONE;"
+                f" UPDATE {n.chunks} SET notebooks = $nbs WHERE document = $doc RETURN NONE;"
+                f" FOR $nb IN $nbs {{ RELATE $doc->{n.reference}->$nb; }};"
+                + "".join(
+                    f" INSERT INTO {t} (SELECT type::record('{t}', record::id(id)) AS id,"
+                    f" id AS chunk, document, embedding FROM {n.chunks} WHERE document = $doc"
+                    f" AND embedding != NONE) RETURN NONE;"
+                    f" UPDATE $nb{i} SET pending_vectors += $n RETURN NONE;"
+                    for i, t in enumerate(n.notebook_vectors(nb) for nb in notebooks)))
         await self.store.query(
             "BEGIN;"
             " LET $old = (SELECT VALUE document FROM ONLY $file);"
             " UPDATE $doc SET complete = true RETURN NONE;"
             " UPSERT $file CONTENT { path: $path, file_hash: $hash, size: $size,"
             "   status: 'ingested', document: $doc, mime_type: $mime } RETURN NONE;"
-            + _DETACH_OLD +
+            + carry + _DETACH_OLD +
             " UPSERT $state SET pending_vectors = (pending_vectors OR 0) + $n RETURN NONE;"
             " COMMIT;",
             {"file": self._file_id(key), "doc": doc_id, "path": key, "hash": file_hash,
-             "size": size, "mime": doc.mime_type, "state": self.names.index_state_key,
-             "n": n_chunks},
+             "size": size, "mime": doc.mime_type, "state": n.index_state_key,
+             "n": n_chunks, "nbs": notebooks, "topics": list((old or {}).get("topics") or []),
+             **{f"nb{i}": nb for i, nb in enumerate(notebooks)}},
         )
 
     async def delete_source(self, key: str) -> bool:
