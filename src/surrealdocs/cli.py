@@ -52,16 +52,24 @@ def _settings(db: str | None, model: str | None, namespace: str | None, database
                              user=user, password=password, **more)
 
 
-def _with_kb(settings: Settings, work: Callable[[KnowledgeBase], Awaitable[T]]) -> T:
+def _run(main: Callable[[], Awaitable[T]]) -> T:
+    """Run the command's coroutine; a surrealdocs error becomes a message and exit code 2."""
     async def run() -> T:
-        async with await KnowledgeBase.open(settings=settings) as kb:
-            return await work(kb)
+        return await main()
 
     try:
         return asyncio.run(run())
     except SurrealDocsError as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from exc
+
+
+def _with_kb(settings: Settings, work: Callable[[KnowledgeBase], Awaitable[T]]) -> T:
+    async def main() -> T:
+        async with await KnowledgeBase.open(settings=settings) as kb:
+            return await work(kb)
+
+    return _run(main)
 
 
 @app.command()
@@ -198,15 +206,11 @@ def search(
 
 
 def _with_notebooks(settings: Settings, work: Callable[[Notebooks], Awaitable[T]]) -> T:
-    async def run() -> T:
+    async def main() -> T:
         async with await Notebooks.open(settings=settings, run_jobs=False) as nbs:
             return await work(nbs)
 
-    try:
-        return asyncio.run(run())
-    except SurrealDocsError as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
+    return _run(main)
 
 
 notebook_app = typer.Typer(help="Notebooks: named collections of sources, searchable alone.",
@@ -437,14 +441,10 @@ def reembed(
                         TimeElapsedColumn(), console=err_console,
                         disable=not err_console.is_terminal)
     task = progress.add_task("", total=None)
-    try:
-        with progress:
-            n = asyncio.run(reembed_store(
-                settings, get_embedder(model),
-                lambda done, total: progress.update(task, completed=done, total=total)))
-    except SurrealDocsError as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
+    with progress:
+        n = _run(lambda: reembed_store(
+            settings, get_embedder(model),
+            lambda done, total: progress.update(task, completed=done, total=total)))
     console.print(f"{n} chunks re-embedded with {model}")
 
 

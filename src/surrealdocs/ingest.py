@@ -325,11 +325,9 @@ class Ingestor:
                 f" UPDATE {n.chunks} SET notebooks = $nbs WHERE document = $doc RETURN NONE;"
                 f" FOR $nb IN $nbs {{ RELATE $doc->{n.reference}->$nb; }};"
                 + "".join(
-                    f" INSERT INTO {t} (SELECT type::record('{t}', record::id(id)) AS id,"
-                    f" id AS chunk, document, embedding FROM {n.chunks} WHERE document = $doc"
-                    f" AND embedding != NONE) RETURN NONE;"
+                    copy_vectors_sql(n, table, "$doc") +
                     f" UPDATE $nb{i} SET pending_vectors += $n RETURN NONE;"
-                    for i, t in enumerate(n.notebook_vectors(nb) for nb in notebooks)))
+                    for i, table in enumerate(n.notebook_vectors(nb) for nb in notebooks)))
         await self.store.query(
             "BEGIN;"
             " LET $old = (SELECT VALUE document FROM ONLY $file);"
@@ -405,6 +403,14 @@ IF $old != NONE AND $old != $doc {
     IF array::len((SELECT VALUE sources FROM ONLY $old) OR []) = 0 { DELETE $old; };
 };
 """
+
+
+def copy_vectors_sql(names: Names, table: str, document: str, extra: str = "") -> str:
+    """Statement copying a document's chunk vectors into a notebook's vector table (ids
+    mirror the chunks'). ``document`` is a SurrealQL expression, e.g. ``$doc``."""
+    return (f" INSERT INTO {table} (SELECT type::record('{table}', record::id(id)) AS id,"
+            f" id AS chunk, document, embedding FROM {names.chunks}"
+            f" WHERE document = {document} AND embedding != NONE{extra}) RETURN NONE;")
 
 
 def chunk_rows(names: Names, doc: Extracted, doc_id: RecordID, content_hash: str,

@@ -39,17 +39,12 @@ from .chunk import chunk_text
 from .config import Settings
 from .embed import Embedder
 from .errors import ConfigurationError, SurrealDocsError
-from .ingest import CHUNK_ROWS_PER_STATEMENT, IngestReport, sha256
+from .ingest import CHUNK_ROWS_PER_STATEMENT, IngestReport, copy_vectors_sql, sha256
 from .kb import KnowledgeBase
 from .search import Filters, Hit, fuse_rrf
 from .store.connection import Store
 
 JOB_STATUSES = ("queued", "running", "done", "failed")
-
-
-# Rows for a notebook's vector table from a source's chunks ($s); ids mirror the chunks'.
-_COPY_VECTORS = ("SELECT type::record('{t}', record::id(id)) AS id, id AS chunk, document,"
-                 " embedding FROM {chunks} WHERE document = $s AND embedding != NONE")
 
 
 class NotFoundError(SurrealDocsError, LookupError):
@@ -443,8 +438,7 @@ class Notebooks:
                     f" = [] {{ RELATE $s->{n.reference}->$nb; }};")
             change = "array::union(notebooks, [$nb])"
             vectors = (f"DELETE {t} WHERE document = $s;"
-                       f" INSERT INTO {t} ({_COPY_VECTORS.format(t=t, chunks=n.chunks)}"
-                       " AND generation = $s.generation) RETURN NONE;"
+                       + copy_vectors_sql(n, t, "$s", " AND generation = $s.generation") +
                        f" UPDATE $nb SET pending_vectors += (SELECT VALUE count() FROM {t}"
                        " WHERE document = $s GROUP ALL)[0] OR 0 RETURN NONE;")
         elif remove is not None:
@@ -619,9 +613,8 @@ class Notebooks:
                                    {"j": job.id, "p": min(start + batch, len(chunks))
                                     / max(len(chunks), 1)})
         copies = "".join(
-            f" INSERT INTO {t} ({_COPY_VECTORS.format(t=t, chunks=n.chunks)}"
-            " AND generation = $g) RETURN NONE;"
-            f" UPDATE $nb{i} SET pending_vectors += $count RETURN NONE;"
+            copy_vectors_sql(n, t, "$s", " AND generation = $g")
+            + f" UPDATE $nb{i} SET pending_vectors += $count RETURN NONE;"
             for i, t in enumerate(n.notebook_vectors(nb) for nb in doc.get("notebooks") or []))
         await self.store.query(
             "BEGIN; UPDATE $d SET generation = $g, chunk_count = $count RETURN NONE;"
