@@ -263,3 +263,18 @@ async def test_big_ingest_rebuilds_the_vector_index(tmp_path: Path) -> None:
         assert (await kb.stats()).vectors_outside_graph == 0
         hits = await kb.search("topic7", mode="vector", limit=3)
         assert len(hits) == 3
+
+
+def test_blocking_wrapper(tmp_path: Path) -> None:
+    from surrealdocs import SyncKnowledgeBase
+
+    with SyncKnowledgeBase(str(tmp_path / "kb"), model="hashing-64") as kb:
+        report = kb.ingest([SAMPLES / "bm25.txt"])
+        assert report.counts["ingested"] == 1
+        result = kb.ingest_bytes(b"plain words about herons", mime_type="text/plain",
+                                 source="note://heron")
+        assert result.status == "ingested"
+        assert [h.source for h in kb.search("herons", mode="text")] == ["note://heron"]
+        assert kb.stats().documents == 2
+        assert kb.delete("note://heron") is True
+        assert kb.stats().documents == 1

@@ -197,7 +197,7 @@ def search(
         ranks = ""
         if mode == "hybrid":
             ranks = f"\n[dim]text {hit.text_rank or '-'} · vector {hit.vector_rank or '-'}[/dim]"
-        snippet = " ".join(hit.content.split())[:300]
+        snippet = " ".join(hit.content.split())[:200]
         table.add_row(str(n), f"{hit.score:.4f}{ranks}",
                       escape(hit.title or Path(hit.source).name) + f"\n[dim]{escape(hit.source)}"
                       f" [{hit.char_start}:{hit.char_end}][/dim]",
