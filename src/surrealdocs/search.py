@@ -54,15 +54,17 @@ class Filters:
     source: str | None = None
     mime_type: str | Sequence[str] | None = None
 
-    def where(self) -> tuple[list[str], dict[str, Any]]:
+    def where(self, document: str = "document.") -> tuple[list[str], dict[str, Any]]:
+        """SurrealQL conditions and their parameters. ``document`` is the path to the
+        document's fields (``""`` when querying the documents table itself)."""
         clauses: list[str] = []
         params: dict[str, Any] = {}
         if self.mime_type:
             mimes = [self.mime_type] if isinstance(self.mime_type, str) else list(self.mime_type)
-            clauses.append("document.mime_type IN $f_mimes")
+            clauses.append(f"{document}mime_type IN $f_mimes")
             params["f_mimes"] = mimes
         if self.source:
-            clauses.append("document.sources.any(|$s| string::matches($s, $f_source))")
+            clauses.append(f"{document}sources.any(|$s| string::matches($s, $f_source))")
             params["f_source"] = glob_to_regex(self.source)
         return clauses, params
 
@@ -137,9 +139,12 @@ def query_terms(text: str) -> str:
 
 
 class Searcher:
-    def __init__(self, store: Store, embedder: Embedder, settings: Settings) -> None:
+    """Searches one store. Stores without vectors (``embedder`` ``None``) offer text search
+    only; documents-only stores (``settings.chunked`` false) search whole documents."""
+
+    def __init__(self, store: Store, embedder: Embedder | None, settings: Settings) -> None:
         self.store = store
-        self.embedder = embedder
+        self.embedder = embedder if settings.vectors else None
         self.settings = settings
 
     async def search(self, query: str, *, mode: str = "hybrid", limit: int = 10,
@@ -153,12 +158,19 @@ class Searcher:
         if limit < 1:
             raise ConfigurationError("limit must be at least 1")
         filters = filters or Filters()
+        if mode != "text" and self.embedder is None:
+            raise ConfigurationError(
+                f"{mode} search needs embedding vectors, and this store has none "
+                "(it was created " + ("with documents only" if not self.settings.chunked
+                                      else "with embed=False") + "): use mode='text'")
         if mode == "text":
             hits = await self.text(query, limit, filters)
         elif mode == "vector":
+            assert self.embedder is not None
             vector = await asyncio.to_thread(self.embedder.embed_query, query)
             hits = await self.vector(vector, limit, filters)
         else:
+            assert self.embedder is not None
             depth = max(candidates or 0, limit, 50 if candidates is None else 0)
             vector = await asyncio.to_thread(self.embedder.embed_query, query)
             text_hits, vector_hits = await asyncio.gather(
@@ -172,6 +184,8 @@ class Searcher:
         terms = query_terms(query)
         if not terms:
             return []
+        if not self.settings.chunked:
+            return await self._text_documents(terms, limit, filters)
         names = self.store.names
         clauses, params = filters.where()
         where = " AND ".join([*clauses, "content @1,OR@ $q"])
@@ -185,8 +199,26 @@ class Searcher:
             hit.text_rank, hit.text_score = rank, hit.score
         return hits
 
+    async def _text_documents(self, terms: str, limit: int, filters: Filters) -> list[Hit]:
+        """BM25 over whole documents (documents-only stores): a hit is a document."""
+        clauses, params = filters.where(document="")
+        where = " AND ".join([*clauses, "content @1,OR@ $q"])
+        (rows,) = await self.store.query(
+            "SELECT id, id AS document, content, 0 AS chunk_index, 0 AS char_start,"
+            " string::len(content) AS char_end, source, title, mime_type, complete,"
+            f" search::score(1) AS score FROM {self.store.names.documents}"
+            f" WHERE {where} ORDER BY score DESC, id LIMIT {int(limit)};",
+            {**params, "q": terms},
+        )
+        hits = [_hit(row, float(row.get("score") or 0.0)) for row in _visible(rows)]
+        for rank, hit in enumerate(hits, 1):
+            hit.text_rank, hit.text_score = rank, hit.score
+        return hits
+
     async def vector(self, vector: Sequence[float] | np.ndarray, limit: int,
                      filters: Filters) -> list[Hit]:
+        if self.embedder is None:
+            raise ConfigurationError("vector search needs embedding vectors; this store has none")
         vec = [float(x) for x in vector]
         if len(vec) != self.embedder.dimension:
             raise DimensionMismatchError(
