@@ -50,12 +50,15 @@ from surrealdocs.kreuzberg_surrealdb import (
 HASHING = get_embedder("hashing-64")
 
 
-def make_pdf(lines: list[str]) -> bytes:
-    """A one-page PDF with a text layer (Helvetica), one string per line."""
+def make_pdf(lines: list[str], hidden: str | None = None) -> bytes:
+    """A one-page PDF with a text layer (Helvetica), one string per line. ``hidden`` is
+    text in the text layer that is not drawn (render mode 3): OCR cannot see it."""
     def esc(text: str) -> str:
         return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
 
     stream = "BT /F1 11 Tf 72 740 Td 14 TL " + " ".join(f"({esc(t)}) '" for t in lines) + " ET"
+    if hidden:
+        stream += f" BT 3 Tr /F1 11 Tf 72 400 Td ({esc(hidden)}) Tj ET"
     objects = [
         "<< /Type /Catalog /Pages 2 0 R >>",
         "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
@@ -473,9 +476,51 @@ async def test_readme_pipeline_end_to_end_with_minilm(tmp_path: Path) -> None:
             f" WHERE embedding <|10,100|> $embedding ORDER BY distance",
             {"embedding": embedding})
         assert [r["id"] for r in via_index] == [everything[i]["id"] for i in order[:10]]
+
+        # the hybrid query of docs/compat-kreuzberg.md: HNSW leg, one round trip
+        embedding = await pipeline.embed_query("attention mechanisms in transformers")
+        fused = await pipeline.client.query(
+            f"LET $vs = (SELECT id, vector::distance::knn() AS distance FROM {ct}"
+            f" WHERE embedding <|10,100|> $embedding ORDER BY distance);"
+            f" LET $ft = (SELECT id, search::score(1) AS score FROM {ct}"
+            f" WHERE content @1,OR@ $query ORDER BY score DESC LIMIT 10);"
+            f" SELECT id, rrf_score, id.content AS content, id.document.source AS source"
+            f" FROM search::rrf([$vs, $ft], 10, 60) ORDER BY rrf_score DESC;",
+            {"embedding": embedding, "query": "attention mechanisms in transformers"})
+        assert fused[0]["source"] == str((papers / "attention.pdf").resolve())
+        assert fused[0]["content"].startswith("Attention mechanisms")
+        assert fused[0]["rrf_score"] == pytest.approx(2 / 61)
     # the caller's config was not touched
     assert config.chunking.max_chars == 512 and config.chunking.max_overlap == 100
     assert config.chunking.embedding is None
+
+
+async def test_readme_extraction_configuration_example(db: Any, tmp_path: Path) -> None:
+    scanned = tmp_path / "scanned_report.pdf"
+    scanned.write_bytes(make_pdf(["Scanned quarterly report",
+                                  "Revenue rose sharply in the third quarter."],
+                                 hidden="invisible marker words"))
+
+    config = ExtractionConfig(
+        force_ocr=True,                  # OCR even for searchable PDFs
+        enable_quality_processing=True,  # text quality post-processing
+    )
+
+    pipeline = DocumentPipeline(db=db, config=config, embedding_model=HASHING)
+    await pipeline.setup_schema()
+    await pipeline.ingest_file(scanned)
+
+    (doc,) = await rows(db, "SELECT content FROM documents;")
+    assert "Revenue rose sharply" in doc["content"]
+    assert "invisible" not in doc["content"]  # read by OCR, not from the text layer
+    assert config.chunking is None and config.force_ocr is True
+    # without the option the text layer is read, hidden words and all
+    plain = DocumentPipeline(db=db, table="plain", chunk_table="plain_chunks",
+                             embedding_model=HASHING)
+    await plain.setup_schema()
+    await plain.ingest_file(scanned)
+    (doc,) = await rows(db, "SELECT content FROM plain;")
+    assert "invisible marker words" in doc["content"]
 
 
 async def test_vector_query_is_exact_against_our_schema(db: Any, tmp_path: Path) -> None:
