@@ -18,6 +18,13 @@ from .errors import ConfigurationError
 DEFAULT_DIR = Path(".surrealdocs")
 ENV_PREFIX = "SURREALDOCS_"
 DISTANCES = ("COSINE", "EUCLIDEAN", "MANHATTAN")
+# Languages of SurrealDB's snowball filter (the BM25 analyzer's stemmer).
+SNOWBALL_LANGUAGES = (
+    "arabic", "danish", "dutch", "english", "finnish", "french", "german", "greek", "hungarian",
+    "italian", "norwegian", "portuguese", "romanian", "russian", "spanish", "swedish", "tamil",
+    "turkish",
+)
+_NOT_FROM_ENV = {"env": False}
 
 
 @dataclass(frozen=True)
@@ -36,12 +43,23 @@ class Settings:
         chunk_size, chunk_overlap: chunk length and overlap in characters.
         hnsw_*: HNSW index parameters. ``hnsw_ef`` is the search-time candidate list size.
         bm25_k1, bm25_b: BM25 parameters of the full-text index.
+        analyzer_language: stemming language of the full-text analyzer (snowball).
+        chunked: ``False`` stores whole documents only: no chunks table, a BM25 index on the
+            documents' ``content`` and no vectors (text search over documents).
+        embed: ``False`` stores chunks without vectors and creates no HNSW index (text
+            search only; no embedding model is loaded).
+        insert_batch_size: chunk rows per INSERT statement (the full-text index makes
+            large statements superlinear: keep it around 100).
         extract_concurrency: files extracted at once.
         extract_timeout: seconds after which one file's extraction is abandoned.
         ocr_language: Tesseract language for images and scanned PDFs; empty disables OCR.
         embed_batch_size: texts per model call.
         rebuild_threshold: vectors written since the last HNSW build after which an ingest
             rebuilds the graph (below it, new vectors are searched exactly, which is fast).
+        kreuzberg_config: a kreuzberg ``ExtractionConfig`` whose options (OCR, output format,
+            quality processing, keywords, pages, ...) extraction starts from. It is copied,
+            never modified; surrealdocs still sets chunking, caching, timeout and
+            cancellation itself. Not read from the environment.
     """
 
     db: str | None = None
@@ -60,12 +78,19 @@ class Settings:
     hnsw_ef: int = 100
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
+    analyzer_language: str = "english"
+    chunked: bool = True
+    embed: bool = True
+    insert_batch_size: int = 100
     extract_concurrency: int = 2
     extract_timeout: float = 120.0
     ocr_language: str = "eng"
     embed_batch_size: int = 32
     rebuild_threshold: int = 2000
-    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    kreuzberg_config: Any = field(default=None, compare=False, repr=False,
+                                  metadata=_NOT_FROM_ENV)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False,
+                                  metadata=_NOT_FROM_ENV)
 
     def __post_init__(self) -> None:
         if self.chunk_size < 50:
@@ -76,14 +101,30 @@ class Settings:
                 f"chunk_overlap must be between 0 and chunk_size ({self.chunk_size}), "
                 f"got {self.chunk_overlap}"
             )
-        if self.hnsw_distance.upper() not in DISTANCES:
+        if str(self.hnsw_distance).upper() not in DISTANCES:
             raise ConfigurationError(
                 f"hnsw_distance must be one of {', '.join(DISTANCES)}, got {self.hnsw_distance!r}"
             )
-        object.__setattr__(self, "hnsw_distance", self.hnsw_distance.upper())
-        for name in ("hnsw_efc", "hnsw_m", "hnsw_ef", "extract_concurrency", "embed_batch_size"):
-            if getattr(self, name) < 1:
-                raise ConfigurationError(f"{name} must be a positive integer")
+        object.__setattr__(self, "hnsw_distance", str(self.hnsw_distance).upper())
+        for name in ("hnsw_efc", "hnsw_m", "hnsw_ef", "extract_concurrency", "embed_batch_size",
+                     "insert_batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("bm25_k1", "bm25_b"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigurationError(f"{name} must be a number, got {value!r}")
+            object.__setattr__(self, name, float(value))
+        if self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1:
+            raise ConfigurationError(
+                f"BM25 wants k1 >= 0 and 0 <= b <= 1, got k1={self.bm25_k1}, b={self.bm25_b}")
+        language = str(self.analyzer_language).strip().lower()
+        if language not in SNOWBALL_LANGUAGES:
+            raise ConfigurationError(
+                f"analyzer_language must be one of {', '.join(SNOWBALL_LANGUAGES)}, "
+                f"got {self.analyzer_language!r}")
+        object.__setattr__(self, "analyzer_language", language)
         if self.extract_timeout <= 0:
             raise ConfigurationError("extract_timeout must be positive")
 
@@ -93,7 +134,7 @@ class Settings:
         env = dict(os.environ) if env is None else env
         values: dict[str, Any] = {}
         for f in fields(cls):
-            if f.name == "extra":
+            if f.metadata.get("env") is False:
                 continue
             raw = env.get(ENV_PREFIX + f.name.upper())
             if raw is None or raw == "":
@@ -105,9 +146,20 @@ class Settings:
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
 
+    @property
+    def vectors(self) -> bool:
+        """Whether chunks carry embedding vectors (and the store has an HNSW index)."""
+        return self.chunked and self.embed
+
 
 def _coerce(f: dataclasses.Field[Any], raw: str) -> Any:
     kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "str")
+    if kind.startswith("bool"):
+        if raw.strip().lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.strip().lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigurationError(f"{ENV_PREFIX}{f.name.upper()} must be true or false, got {raw!r}")
     try:
         if kind.startswith("int"):
             return int(raw)

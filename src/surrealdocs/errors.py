@@ -23,6 +23,10 @@ class SchemaVersionError(StoreError):
     """The database's schema was written by a newer surrealdocs than this one."""
 
 
+class SchemaMismatchError(StoreError):
+    """The tables exist with another layout or analyzer, or were not made by surrealdocs."""
+
+
 class EmbeddingModelMismatchError(StoreError):
     """The store was embedded with another model than the one asked for."""
 

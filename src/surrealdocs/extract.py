@@ -16,6 +16,7 @@ from typing import Any
 
 from .chunk import Chunk, chunks_from_kreuzberg
 from .config import Settings
+from .errors import ConfigurationError
 
 _TESSDATA_READY = False
 
@@ -48,6 +49,7 @@ class Extracted:
     page_count: int | None = None
     quality_score: float | None = None
     detected_languages: list[str] | None = None
+    keywords: list[dict[str, Any]] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -64,21 +66,52 @@ class ExtractFailure:
 ExtractOutcome = Extracted | ExtractFailure
 
 
+def copy_extraction_config(config: Any, **changes: Any) -> Any:
+    """A new kreuzberg ``ExtractionConfig`` with ``config``'s options plus ``changes``.
+
+    kreuzberg's config objects cannot be copied or pickled, and a caller's object must never
+    be modified, so the copy is built from the constructor's keywords.
+    """
+    import inspect
+
+    from kreuzberg import ExtractionConfig
+
+    if config is None:
+        return ExtractionConfig(**changes)
+    if not isinstance(config, ExtractionConfig):
+        raise ConfigurationError(
+            f"expected a kreuzberg ExtractionConfig, got {type(config).__name__}")
+    params = inspect.signature(ExtractionConfig).parameters
+    values = {name: getattr(config, name) for name in params if hasattr(config, name)}
+    values.update(changes)
+    return ExtractionConfig(**values)
+
+
 def extraction_config(settings: Settings, *, ocr: bool = False,
                       cancel_token: Any = None) -> Any:
-    """kreuzberg configuration: chunking, language detection, optional forced OCR."""
-    from kreuzberg import ChunkingConfig, ExtractionConfig, LanguageDetectionConfig, OcrConfig
+    """kreuzberg configuration: the caller's options (``settings.kreuzberg_config``), with
+    our chunking, language detection, caching, timeout, and optional forced OCR."""
+    from kreuzberg import ChunkingConfig, LanguageDetectionConfig, OcrConfig
 
     _ensure_tessdata()
-    return ExtractionConfig(
-        use_cache=False,
-        ocr=OcrConfig(backend="tesseract", language=settings.ocr_language) if ocr else None,
-        chunking=ChunkingConfig(max_chars=settings.chunk_size, max_overlap=settings.chunk_overlap),
-        language_detection=LanguageDetectionConfig(enabled=True, min_confidence=0.5,
-                                                   detect_multiple=True),
-        extraction_timeout_secs=max(1, int(settings.extract_timeout)),
-        cancel_token=cancel_token,
-    )
+    base = settings.kreuzberg_config
+    changes: dict[str, Any] = {
+        "use_cache": False,  # unchanged files are skipped before extraction anyway
+        "chunking": (ChunkingConfig(max_chars=settings.chunk_size,
+                                    max_overlap=settings.chunk_overlap)
+                     if settings.chunked else None),
+        "extraction_timeout_secs": max(1, int(settings.extract_timeout)),
+        "cancel_token": cancel_token,
+    }
+    if base is None or base.language_detection is None:
+        changes["language_detection"] = LanguageDetectionConfig(
+            enabled=True, min_confidence=0.5, detect_multiple=True)
+    if ocr:
+        own = base.ocr if base is not None else None
+        changes["ocr"] = own or OcrConfig(backend="tesseract", language=settings.ocr_language)
+    elif base is None:
+        changes["ocr"] = None
+    return copy_extraction_config(base, **changes)
 
 
 async def extract_file(path: Path, settings: Settings, source: str | None = None) -> ExtractOutcome:
@@ -117,8 +150,10 @@ async def _extract(source: str, settings: Settings, call: Any) -> ExtractOutcome
     try:
         result = await asyncio.wait_for(call(extraction_config(settings, cancel_token=token)),
                                         timeout=settings.extract_timeout)
+        user = settings.kreuzberg_config
         if (settings.ocr_language and result.mime_type == "application/pdf"
-                and not (result.content or "").strip()):
+                and not (result.content or "").strip()
+                and not (user is not None and user.disable_ocr)):
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining <= 0:
                 raise asyncio.TimeoutError
@@ -130,7 +165,7 @@ async def _extract(source: str, settings: Settings, call: Any) -> ExtractOutcome
     except Exception as exc:
         token.cancel()
         return ExtractFailure(source, _reason(exc))
-    return from_kreuzberg(source, result)
+    return from_kreuzberg(source, result, chunked=settings.chunked)
 
 
 def _reason(exc: BaseException) -> str:
@@ -147,7 +182,7 @@ def _reason(exc: BaseException) -> str:
     return f"{name}: {text}" if name not in ("Exception", "RuntimeError") else text
 
 
-def from_kreuzberg(source: str, result: Any) -> ExtractOutcome:
+def from_kreuzberg(source: str, result: Any, *, chunked: bool = True) -> ExtractOutcome:
     content: str = result.content or ""
     # kreuzberg's batch calls report failures as results whose text is the error.
     if result.quality_score is None and not result.metadata and content.startswith("Error: "):
@@ -155,8 +190,8 @@ def from_kreuzberg(source: str, result: Any) -> ExtractOutcome:
     if not content.strip():
         return ExtractFailure(source, "no text could be extracted", kind="empty")
     meta: dict[str, Any] = dict(result.metadata or {})
-    chunks = chunks_from_kreuzberg(content, result.chunks or [])
-    if not chunks:
+    chunks = chunks_from_kreuzberg(content, result.chunks or []) if chunked else []
+    if chunked and not chunks:
         return ExtractFailure(source, "no text could be extracted", kind="empty")
     authors = meta.get("authors")
     return Extracted(
@@ -170,10 +205,31 @@ def from_kreuzberg(source: str, result: Any) -> ExtractOutcome:
         page_count=_page_count(result, meta),
         quality_score=result.quality_score,
         detected_languages=list(result.detected_languages) if result.detected_languages else None,
+        keywords=_keywords(getattr(result, "extracted_keywords", None)),
         metadata=_plain(meta),
         warnings=[f"{w.source}: {w.message}" for w in (result.processing_warnings or [])
                   if hasattr(w, "message")],
     )
+
+
+def _keywords(found: Any) -> list[dict[str, Any]] | None:
+    """kreuzberg's extracted keywords as plain objects (text, score, algorithm)."""
+    if not found:
+        return None
+    out = []
+    for kw in list(found)[:200]:
+        text = getattr(kw, "text", None)
+        if not isinstance(text, str) or not text.strip():
+            continue
+        item: dict[str, Any] = {"text": text}
+        score = getattr(kw, "score", None)
+        if isinstance(score, (int, float)):
+            item["score"] = float(score)
+        algorithm = getattr(kw, "algorithm", None)
+        if algorithm is not None:
+            item["algorithm"] = str(algorithm)
+        out.append(item)
+    return out or None
 
 
 def _clean_str(value: Any) -> str | None:

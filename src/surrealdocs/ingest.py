@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from surrealdb import RecordID
 
 from .config import Settings
 from .embed import Embedder
+from .errors import ConfigurationError, DimensionMismatchError
 from .extract import Extracted, ExtractFailure, extract_bytes, extract_file
 from .store.connection import Store
 from .store.names import Names
@@ -119,11 +121,18 @@ class _Source:
 
 
 class Ingestor:
-    """Runs the pipeline for one store, model and configuration."""
+    """Runs the pipeline for one store, model and configuration.
 
-    def __init__(self, store: Store, embedder: Embedder, settings: Settings) -> None:
+    ``embedder`` may be ``None`` only for stores without vectors (``settings.vectors``
+    false): documents only, or chunks without embeddings.
+    """
+
+    def __init__(self, store: Store, embedder: Embedder | None, settings: Settings) -> None:
+        if settings.vectors and embedder is None:
+            raise ConfigurationError("an embedding model is needed to store vectors "
+                                     "(or set embed=False)")
         self.store = store
-        self.embedder = embedder
+        self.embedder = embedder if settings.vectors else None
         self.settings = settings
         self.names = store.names
         self._write_lock = asyncio.Lock()
@@ -238,9 +247,7 @@ class Ingestor:
         doc_id = RecordID(self.names.documents, content_hash)
         was_there = previous is not None and previous.get("status") in ("ingested", "duplicate")
         if not await self._document_exists(doc_id):
-            async with self._embed_lock:  # one model call at a time; it uses every core
-                vectors = await asyncio.to_thread(
-                    self.embedder.embed_documents, [c.content for c in doc.chunks])
+            vectors = await self._embed(doc)
             async with self._write_lock:
                 if not await self._document_exists(doc_id):
                     await self._write_new(key, file_hash, size, doc, doc_id, content_hash,
@@ -262,6 +269,24 @@ class Ingestor:
         return FileResult(key, "unchanged" if same_doc else "duplicate",
                           document_id=str(doc_id))
 
+    async def _embed(self, doc: Extracted) -> Any:
+        """The chunks' vectors, checked against the model's dimension (``None`` without
+        vectors)."""
+        if self.embedder is None:
+            return None
+        async with self._embed_lock:  # one model call at a time; it uses every core
+            vectors = await asyncio.to_thread(
+                self.embedder.embed_documents, [c.content for c in doc.chunks])
+        shape = getattr(vectors, "shape", None)
+        expected = (len(doc.chunks), self.embedder.dimension)
+        if shape is None or tuple(shape) != expected:
+            got = tuple(shape) if shape is not None else type(vectors).__name__
+            raise DimensionMismatchError(
+                f"embedding model {self.embedder.name!r} returned vectors of shape {got} for "
+                f"{len(doc.chunks)} chunks, expected {expected}: its output does not match "
+                f"its declared dimension {self.embedder.dimension}")
+        return vectors
+
     async def _document_exists(self, doc_id: RecordID) -> bool:
         (row,) = await self.store.query("SELECT VALUE id FROM ONLY $doc;", {"doc": doc_id})
         return row is not None
@@ -279,13 +304,17 @@ class Ingestor:
         search never shows chunks of incomplete documents.
         """
         rows = chunk_rows(self.names, doc, doc_id, content_hash, vectors)
+        # No `source` yet: it is UNIQUE, and the source may still point at its previous
+        # document until _finish_document detaches it in the same transaction.
         document = {
-            "source": key, "sources": [key], "content": doc.content,
+            "sources": [key], "content": doc.content,
             "mime_type": doc.mime_type, "content_hash": content_hash, "title": doc.title,
             "authors": doc.authors, "created_at": doc.created_at,
             "metadata": doc.metadata, "detected_languages": doc.detected_languages,
+            "keywords": doc.keywords,
             "quality_score": doc.quality_score, "page_count": doc.page_count,
-            "chunk_count": len(rows), "embedding_model": self.embedder.name,
+            "chunk_count": len(rows),
+            "embedding_model": self.embedder.name if self.embedder else None,
             "complete": False,
         }
         await self.store.query(
@@ -300,10 +329,11 @@ class Ingestor:
             raise
 
     async def _write_chunks(self, rows: list[dict[str, Any]]) -> None:
-        for start in range(0, len(rows), CHUNK_ROWS_PER_STATEMENT * 10):
-            group = rows[start:start + CHUNK_ROWS_PER_STATEMENT * 10]
-            params = {f"rows{n}": group[i:i + CHUNK_ROWS_PER_STATEMENT]
-                      for n, i in enumerate(range(0, len(group), CHUNK_ROWS_PER_STATEMENT))}
+        batch = self.settings.insert_batch_size
+        for start in range(0, len(rows), batch * 10):
+            group = rows[start:start + batch * 10]
+            params = {f"rows{n}": group[i:i + batch]
+                      for n, i in enumerate(range(0, len(group), batch))}
             await self.store.query(
                 "\n".join(f"INSERT INTO {self.names.chunks} ${name} RETURN NONE;"
                           for name in params),
@@ -331,15 +361,16 @@ class Ingestor:
         await self.store.query(
             "BEGIN;"
             " LET $old = (SELECT VALUE document FROM ONLY $file);"
-            " UPDATE $doc SET complete = true RETURN NONE;"
             " UPSERT $file CONTENT { path: $path, file_hash: $hash, size: $size,"
             "   status: 'ingested', document: $doc, mime_type: $mime } RETURN NONE;"
-            + carry + _DETACH_OLD +
+            + carry + _DETACH_OLD +  # frees the source (UNIQUE) before the new document
+            " UPDATE $doc SET complete = true, source = $path RETURN NONE;"
             " UPSERT $state SET pending_vectors = (pending_vectors OR 0) + $n RETURN NONE;"
             " COMMIT;",
             {"file": self._file_id(key), "doc": doc_id, "path": key, "hash": file_hash,
              "size": size, "mime": doc.mime_type, "state": n.index_state_key,
-             "n": n_chunks, "nbs": notebooks, "topics": list((old or {}).get("topics") or []),
+             "n": n_chunks if self.settings.vectors else 0, "nbs": notebooks,
+             "topics": list((old or {}).get("topics") or []),
              **{f"nb{i}": nb for i, nb in enumerate(notebooks)}},
         )
 
@@ -359,6 +390,8 @@ class Ingestor:
 
     async def maybe_rebuild_index(self, force: bool = False) -> bool:
         """Build the HNSW graph when enough vectors wait in the engine's exact-scan queue."""
+        if not self.settings.vectors:
+            return False
         (state,) = await self.store.query("SELECT * FROM ONLY $s;",
                                           {"s": self.names.index_state_key})
         pending = int((state or {}).get("pending_vectors") or 0)
@@ -416,7 +449,7 @@ def copy_vectors_sql(names: Names, table: str, document: str, extra: str = "") -
 def chunk_rows(names: Names, doc: Extracted, doc_id: RecordID, content_hash: str,
                vectors: Any) -> list[dict[str, Any]]:
     rows = []
-    for chunk, vector in zip(doc.chunks, vectors):
+    for chunk, vector in zip(doc.chunks, vectors if vectors is not None else repeat(None)):
         row: dict[str, Any] = {
             "id": RecordID(names.chunks, f"{content_hash}_{chunk.index}"),
             "document": doc_id,
@@ -425,8 +458,9 @@ def chunk_rows(names: Names, doc: Extracted, doc_id: RecordID, content_hash: str
             "char_start": chunk.char_start,
             "char_end": chunk.char_end,
             "word_count": chunk.word_count,
-            "embedding": [float(x) for x in vector],
         }
+        if vector is not None:
+            row["embedding"] = [float(x) for x in vector]
         if chunk.first_page is not None:
             row["page_number"] = chunk.first_page
             row["first_page"] = chunk.first_page

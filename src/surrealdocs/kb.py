@@ -47,7 +47,7 @@ class Stats:
 class KnowledgeBase:
     """Documents, chunks and vectors in one SurrealDB store, searchable three ways."""
 
-    def __init__(self, store: Store, embedder: Embedder, settings: Settings) -> None:
+    def __init__(self, store: Store, embedder: Embedder | None, settings: Settings) -> None:
         self.store = store
         self.embedder = embedder
         self.settings = settings
@@ -63,15 +63,17 @@ class KnowledgeBase:
             db: store URL or path; default ``SURREALDOCS_DB`` or ``./.surrealdocs/db``.
             settings: full settings; otherwise read from the environment plus ``overrides``.
             embedder: a ready embedder (its ``name`` is recorded in the store); otherwise the
-                model named by ``settings.model`` is loaded.
+                model named by ``settings.model`` is loaded. Stores without vectors
+                (``chunked`` or ``embed`` false) load no model.
         """
         settings = settings or Settings.from_env(**overrides)
         if db is not None:
             settings = settings.replace(db=db)
-        embedder = embedder or get_embedder(settings.model)
+        embedder = (embedder or get_embedder(settings.model)) if settings.vectors else None
         store = await connect(settings)
         try:
-            await ensure_schema(store, settings, embedder.name, embedder.dimension)
+            await ensure_schema(store, settings, embedder.name if embedder else None,
+                                embedder.dimension if embedder else 0)
         except BaseException:
             await store.close()
             raise
@@ -122,13 +124,15 @@ class KnowledgeBase:
 
     async def rebuild_index(self) -> None:
         """Build the HNSW graph over every vector (done automatically after big ingests)."""
-        await rebuild_vector_index(self.store)
+        if self.settings.vectors:
+            await rebuild_vector_index(self.store)
 
     async def stats(self) -> Stats:
         names = self.store.names
+        count_chunks = (f"SELECT count() AS n FROM {names.chunks} GROUP ALL;"
+                        if self.settings.chunked else "RETURN [];")
         docs, chunks, files, mimes, model, state = await self.store.query(
-            f"SELECT count() AS n FROM {names.documents} GROUP ALL;"
-            f" SELECT count() AS n FROM {names.chunks} GROUP ALL;"
+            f"SELECT count() AS n FROM {names.documents} GROUP ALL; {count_chunks}"
             f" SELECT status, count() AS n FROM {names.files} GROUP BY status;"
             f" SELECT mime_type, count() AS n FROM {names.documents} GROUP BY mime_type;"
             " SELECT * FROM ONLY $model; SELECT * FROM ONLY $state;",
@@ -137,8 +141,9 @@ class KnowledgeBase:
         return Stats(
             url=self.store.url,
             schema_version=SCHEMA_VERSION,
-            model=(model or {}).get("model", self.embedder.name),
-            dimension=int((model or {}).get("dimension", self.embedder.dimension)),
+            model=(model or {}).get("model", self.embedder.name if self.embedder else ""),
+            dimension=int((model or {}).get("dimension",
+                                            self.embedder.dimension if self.embedder else 0)),
             documents=int(docs[0]["n"]) if docs else 0,
             chunks=int(chunks[0]["n"]) if chunks else 0,
             sources={r["status"]: int(r["n"]) for r in files or []},

@@ -206,6 +206,12 @@ class Notebooks:
         self._runner: asyncio.Task[None] | None = None
         self._run_jobs = run_jobs
 
+    @property
+    def _embedder(self) -> Embedder:
+        if self.kb.embedder is None:
+            raise ConfigurationError("notebooks need an embedding model (embed=True)")
+        return self.kb.embedder
+
     @classmethod
     async def open(cls, db: str | None = None, *, settings: Settings | None = None,
                    embedder: Embedder | None = None, run_jobs: bool = True,
@@ -263,7 +269,7 @@ class Notebooks:
             f" DEFINE FIELD IF NOT EXISTS embedding ON {t} TYPE array<float>;"
             f" DEFINE INDEX IF NOT EXISTS {t}_document ON {t} FIELDS document;"
             f" DEFINE INDEX IF NOT EXISTS {t}_hnsw ON {t} FIELDS embedding HNSW"
-            f" DIMENSION {int(self.kb.embedder.dimension)} DIST {settings.hnsw_distance}"
+            f" DIMENSION {int(self._embedder.dimension)} DIST {settings.hnsw_distance}"
             f" TYPE F32 EFC {int(settings.hnsw_efc)} M {int(settings.hnsw_m)};")
 
     async def rebuild_notebook_index(self, nb: RecordID, force: bool = False) -> bool:
@@ -370,7 +376,7 @@ class Notebooks:
                                        "source": label, "sources": [label],
                                        "content": source.full_text, "mime_type": "text/plain",
                                        "content_hash": content_hash, "chunk_count": 0,
-                                       "embedding_model": self.kb.embedder.name,
+                                       "embedding_model": self._embedder.name,
                                        "complete": True}})
         else:
             await self.store.query("UPDATE $id MERGE $data RETURN NONE;",
@@ -482,7 +488,7 @@ class Notebooks:
         nb = notebook if isinstance(notebook, Notebook) else await self.get_notebook(notebook)
         data: dict[str, Any] = {"title": note.title, "content": note.content}
         if note.embedded or note.content:
-            vector = await asyncio.to_thread(self.kb.embedder.embed_documents,
+            vector = await asyncio.to_thread(self._embedder.embed_documents,
                                              [f"{note.title}\n{note.content}"])
             data["embedding"] = [float(x) for x in vector[0]]
         n = self.names
@@ -596,7 +602,7 @@ class Notebooks:
             {"d": job.target, "g": generation})
         for start in range(0, len(chunks), batch):
             part = chunks[start:start + batch]
-            vectors = await asyncio.to_thread(self.kb.embedder.embed_documents,
+            vectors = await asyncio.to_thread(self._embedder.embed_documents,
                                               [c.content for c in part])
             rows = [{
                 "id": RecordID(n.chunks, f"{key}_g{generation}_{c.index}"),
@@ -654,7 +660,7 @@ class Notebooks:
         if vector is None:
             if query is None:
                 raise ConfigurationError("give a query or a query_vector")
-            vector = await asyncio.to_thread(self.kb.embedder.embed_query, query)
+            vector = await asyncio.to_thread(self._embedder.embed_query, query)
         filters = self._filters(notebook_id, created_after, created_before, topics)
         depth = limit * 4 if group_by_source else limit
         hits = await self.kb._searcher.vector(vector, depth, filters)
@@ -680,7 +686,7 @@ class Notebooks:
                             topics: Sequence[str] | None = None,
                             group_by_source: bool = False) -> list[Any]:
         filters = self._filters(notebook_id, created_after, created_before, topics)
-        vector = await asyncio.to_thread(self.kb.embedder.embed_query, query)
+        vector = await asyncio.to_thread(self._embedder.embed_query, query)
         depth = max(candidates, limit * 4)
         text_hits, vector_hits = await asyncio.gather(
             self.kb._searcher.text(query, depth, filters),

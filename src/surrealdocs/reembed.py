@@ -14,9 +14,8 @@ from collections.abc import Callable
 from .config import Settings
 from .embed import Embedder
 from .errors import StoreError
-from .ingest import CHUNK_ROWS_PER_STATEMENT
 from .store.connection import Store, connect
-from .store.schema import SCHEMA_VERSION, hnsw_index_sql
+from .store.schema import SCHEMA_VERSION, hnsw_index_sql, layout_of
 
 PAGE = 500
 
@@ -42,6 +41,9 @@ async def _reembed(store: Store, settings: Settings, embedder: Embedder,
         raise StoreError(
             f"{store.url} is not a surrealdocs store of schema version {SCHEMA_VERSION}; "
             "open it once with its own model first")
+    if not layout_of(schema)[0]:
+        raise StoreError(f"the tables at {store.url} hold whole documents only: "
+                         "there are no chunks to embed")
     (total,) = await store.query(f"SELECT count() AS n FROM {names.chunks} GROUP ALL;")
     n_total = int(total[0]["n"]) if total else 0
     await store.query(
@@ -59,10 +61,10 @@ async def _reembed(store: Store, settings: Settings, embedder: Embedder,
         vectors = await asyncio.to_thread(embedder.embed_documents,
                                           [r["content"] for r in rows])
         updates = [{"id": r["id"], "v": [float(x) for x in v]} for r, v in zip(rows, vectors)]
-        for start in range(0, len(updates), CHUNK_ROWS_PER_STATEMENT):
+        for start in range(0, len(updates), settings.insert_batch_size):
             await store.query(
                 "FOR $u IN $batch { UPDATE $u.id SET embedding = $u.v RETURN NONE; };",
-                {"batch": updates[start:start + CHUNK_ROWS_PER_STATEMENT]})
+                {"batch": updates[start:start + settings.insert_batch_size]})
         done += len(rows)
         last = rows[-1]["id"]
         if on_progress:
@@ -72,8 +74,10 @@ async def _reembed(store: Store, settings: Settings, embedder: Embedder,
         + f" UPDATE {names.documents} SET embedding_model = $model RETURN NONE;"
         " UPSERT $e CONTENT { model: $model, dimension: $dim, distance: $dist,"
         "   created_at: time::now() };"
-        " UPSERT $s SET pending_vectors = 0, rebuilt_at = time::now();",
+        " UPSERT $s SET pending_vectors = 0, rebuilt_at = time::now();"
+        " UPSERT $schema MERGE { vectors: true };",  # a store made with embed=False has them now
         {"e": names.embedding_key, "model": embedder.name, "dim": embedder.dimension,
-         "dist": settings.hnsw_distance, "s": names.index_state_key},
+         "dist": settings.hnsw_distance, "s": names.index_state_key,
+         "schema": names.schema_key},
     )
     return done

@@ -66,40 +66,37 @@ class Filters:
 
     vector_table: str | None = None
 
-    def where(self, through: str = "") -> tuple[list[str], dict[str, Any]]:
-        """SurrealQL conditions on a chunk; ``through`` is the path from the queried table
-        to the chunk (``"chunk."`` when querying a notebook's vector table, which holds that
-        notebook's chunks only, so the notebook condition is left out)."""
-        clauses, params = self._where(notebook=not through)
-        if through:
-            clauses = [c.replace("document.", through + "document.")
-                       .replace("notebooks CONTAINS", through + "notebooks CONTAINS")
-                       for c in clauses]
-        return clauses, params
+    def where(self, through: str = "",
+              document: str = "document.") -> tuple[list[str], dict[str, Any]]:
+        """SurrealQL conditions on a chunk and their parameters.
 
-    def _where(self, notebook: bool) -> tuple[list[str], dict[str, Any]]:
+        ``through`` is the path from the queried table to the chunk (``"chunk."`` when
+        querying a notebook's vector table, which holds that notebook's chunks only, so the
+        notebook condition is left out). ``document`` is the path from the chunk to its
+        document's fields (``""`` when querying the documents table itself)."""
+        doc = through + document
         clauses: list[str] = []
         params: dict[str, Any] = {}
-        if self.notebook is not None and notebook:
+        if self.notebook is not None and not through:
             # a field of the chunk itself (kept in step with the reference edges), so the
             # engine checks it without following the link to the document
             clauses.append("notebooks CONTAINS $f_notebook")
             params["f_notebook"] = self.notebook
         if self.created_after is not None:
-            clauses.append("document.ingested_at >= $f_after")
+            clauses.append(f"{doc}ingested_at >= $f_after")
             params["f_after"] = _aware(self.created_after)
         if self.created_before is not None:
-            clauses.append("document.ingested_at < $f_before")
+            clauses.append(f"{doc}ingested_at < $f_before")
             params["f_before"] = _aware(self.created_before)
         if self.topics:
-            clauses.append("document.topics CONTAINSANY $f_topics")
+            clauses.append(f"{doc}topics CONTAINSANY $f_topics")
             params["f_topics"] = list(self.topics)
         if self.mime_type:
             mimes = [self.mime_type] if isinstance(self.mime_type, str) else list(self.mime_type)
-            clauses.append("document.mime_type IN $f_mimes")
+            clauses.append(f"{doc}mime_type IN $f_mimes")
             params["f_mimes"] = mimes
         if self.source:
-            clauses.append("document.sources.any(|$s| string::matches($s, $f_source))")
+            clauses.append(f"{doc}sources.any(|$s| string::matches($s, $f_source))")
             params["f_source"] = glob_to_regex(self.source)
         return clauses, params
 
@@ -178,9 +175,12 @@ def query_terms(text: str) -> str:
 
 
 class Searcher:
-    def __init__(self, store: Store, embedder: Embedder, settings: Settings) -> None:
+    """Searches one store. Stores without vectors (``embedder`` ``None``) offer text search
+    only; documents-only stores (``settings.chunked`` false) search whole documents."""
+
+    def __init__(self, store: Store, embedder: Embedder | None, settings: Settings) -> None:
         self.store = store
-        self.embedder = embedder
+        self.embedder = embedder if settings.vectors else None
         self.settings = settings
 
     async def search(self, query: str, *, mode: str = "hybrid", limit: int = 10,
@@ -194,12 +194,19 @@ class Searcher:
         if limit < 1:
             raise ConfigurationError("limit must be at least 1")
         filters = filters or Filters()
+        if mode != "text" and self.embedder is None:
+            raise ConfigurationError(
+                f"{mode} search needs embedding vectors, and this store has none "
+                "(it was created " + ("with documents only" if not self.settings.chunked
+                                      else "with embed=False") + "): use mode='text'")
         if mode == "text":
             hits = await self.text(query, limit, filters)
         elif mode == "vector":
+            assert self.embedder is not None
             vector = await asyncio.to_thread(self.embedder.embed_query, query)
             hits = await self.vector(vector, limit, filters)
         else:
+            assert self.embedder is not None
             depth = max(candidates or 0, limit, 50 if candidates is None else 0)
             vector = await asyncio.to_thread(self.embedder.embed_query, query)
             text_hits, vector_hits = await asyncio.gather(
@@ -213,6 +220,8 @@ class Searcher:
         terms = query_terms(query)
         if not terms:
             return []
+        if not self.settings.chunked:
+            return await self._text_documents(terms, limit, filters)
         names = self.store.names
         clauses, params = filters.where()
         where = " AND ".join([*clauses, "content @1,OR@ $q"])
@@ -226,8 +235,26 @@ class Searcher:
             hit.text_rank, hit.text_score = rank, hit.score
         return hits
 
+    async def _text_documents(self, terms: str, limit: int, filters: Filters) -> list[Hit]:
+        """BM25 over whole documents (documents-only stores): a hit is a document."""
+        clauses, params = filters.where(document="")
+        where = " AND ".join([*clauses, "content @1,OR@ $q"])
+        (rows,) = await self.store.query(
+            "SELECT id, id AS document, content, 0 AS chunk_index, 0 AS char_start,"
+            " string::len(content) AS char_end, source, title, mime_type, complete,"
+            f" search::score(1) AS score FROM {self.store.names.documents}"
+            f" WHERE {where} ORDER BY score DESC, id LIMIT {int(limit)};",
+            {**params, "q": terms},
+        )
+        hits = [_hit(row, float(row.get("score") or 0.0)) for row in _visible(rows)]
+        for rank, hit in enumerate(hits, 1):
+            hit.text_rank, hit.text_score = rank, hit.score
+        return hits
+
     async def vector(self, vector: Sequence[float] | np.ndarray, limit: int,
                      filters: Filters) -> list[Hit]:
+        if self.embedder is None:
+            raise ConfigurationError("vector search needs embedding vectors; this store has none")
         vec = [float(x) for x in vector]
         if len(vec) != self.embedder.dimension:
             raise DimensionMismatchError(
@@ -244,7 +271,7 @@ class Searcher:
                 distance = "vector::distance::knn()"
             else:
                 where = " AND ".join(clauses) or "true"
-                distance = "vector::distance::cosine(embedding, $v)"
+                distance = "(1 - vector::similarity::cosine(embedding, $v))"
             (rows,) = await self.store.query(
                 f"SELECT {_DETAIL_FIELDS_VIA_CHUNK}, {distance} AS distance FROM {table}"
                 f" WHERE {where} ORDER BY distance, id LIMIT {k};",
@@ -260,8 +287,9 @@ class Searcher:
         else:  # the graph is being built: the operator would return every row
             where = " AND ".join([*clauses, "embedding != NONE"])
             (rows,) = await self.store.query(
-                f"SELECT {_DETAIL_FIELDS}, vector::distance::cosine(embedding, $v) AS distance"
-                f" FROM {names.chunks} WHERE {where} ORDER BY distance, id LIMIT {k};",
+                f"SELECT {_DETAIL_FIELDS},"
+                " (1 - vector::similarity::cosine(embedding, $v)) AS distance FROM"
+                f" {names.chunks} WHERE {where} ORDER BY distance, id LIMIT {k};",
                 {**params, "v": vec},
             )
         hits = [_hit(row, self._similarity(float(row["distance"]))) for row in _visible(rows)

@@ -85,6 +85,48 @@ class Store:
     async def close(self) -> None:
         await self.client.close()
 
+    @classmethod
+    async def around(cls, client: Any, names: Names | None = None) -> Store:
+        """A store on a connection the caller opened, authenticated and ``use()``d.
+
+        The namespace and database come from the connection's session. The URL is the
+        connection's own when it tells it; an unknown one counts as remote (so crash
+        recovery leaves recent incomplete writes alone), unless the connection is the SDK's
+        embedded class. Closing the store is the caller's business, not ours.
+        """
+        if not callable(getattr(client, "query_raw", None)):
+            raise ConfigurationError(
+                f"{type(client).__name__} is not a SurrealDB SDK 3 connection (it has no "
+                "query_raw); pass an AsyncSurreal(...) connection")
+        url = connection_url(client)
+        probe = cls(client=client, url=url, namespace="", database="", names=names or Names())
+        (session,) = await probe.query("RETURN [session::ns(), session::db()];")
+        namespace, database = session if isinstance(session, list) else (None, None)
+        if not namespace or not database:
+            raise ConfigurationError(
+                "the connection has no namespace or database selected: "
+                "call `await db.use(namespace, database)` first")
+        probe.namespace, probe.database = str(namespace), str(database)
+        return probe
+
+
+def connection_url(client: Any) -> str:
+    """The URL an SDK connection was opened with, as far as it tells it."""
+    raw = getattr(client, "raw_url", None)
+    url = raw if isinstance(raw, str) else ""
+    scheme = urlparse(url).scheme if "://" in url else ""
+    try:
+        from surrealdb.connections.async_embedded import AsyncEmbeddedSurrealConnection
+    except ImportError:  # pragma: no cover - another SDK layout
+        embedded_class = False
+    else:
+        embedded_class = isinstance(client, AsyncEmbeddedSurrealConnection)
+    if embedded_class:
+        return url if scheme in EMBEDDED_SCHEMES else "mem://"
+    if scheme in REMOTE_SCHEMES:
+        return url.removesuffix("/rpc")
+    return "unknown://"
+
 
 def _first_error(raw: Mapping[str, Any]) -> str | None:
     if raw.get("error"):
@@ -107,7 +149,7 @@ async def connect(settings: Settings | None = None) -> Store:
     scheme = urlparse(url).scheme
     validate_identifier(settings.namespace, "namespace")
     validate_identifier(settings.database, "database")
-    names = Names(settings.documents_table, settings.chunks_table)
+    names = Names(settings.documents_table, settings.chunks_table, settings.analyzer_language)
     if scheme in ("surrealkv", "surrealkv+versioned", "file"):
         Path(url.split("://", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
     try:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from surrealdb import RecordID
 
+from ..config import SNOWBALL_LANGUAGES
 from ..errors import InvalidIdentifierError
 
 META = "surrealdocs_meta"
@@ -32,8 +33,13 @@ def validate_identifier(name: str, what: str = "identifier") -> str:
 class Names:
     documents: str = "documents"
     chunks: str = "chunks"
+    language: str = "english"  # of the full-text analyzer, which is named after it
 
     def __post_init__(self) -> None:
+        if self.language not in SNOWBALL_LANGUAGES:
+            raise InvalidIdentifierError(
+                f"invalid analyzer language {self.language!r}: use one of "
+                f"{', '.join(SNOWBALL_LANGUAGES)}")
         validate_identifier(self.documents, "documents table name")
         validate_identifier(self.chunks, "chunks table name")
         if self.documents == self.chunks:
@@ -51,11 +57,16 @@ class Names:
 
     @property
     def analyzer(self) -> str:
-        return "sd_english"
+        return f"sd_{self.language}"
 
     @property
     def ft_index(self) -> str:
         return f"{self.chunks}_content_ft"
+
+    @property
+    def documents_ft_index(self) -> str:
+        """The full-text index on the documents' content (documents-only stores)."""
+        return f"{self.documents}_content_ft"
 
     @property
     def hnsw_index(self) -> str:

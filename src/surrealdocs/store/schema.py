@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Settings
-from ..errors import EmbeddingModelMismatchError, SchemaVersionError, StoreError
+from ..errors import (
+    EmbeddingModelMismatchError,
+    SchemaMismatchError,
+    SchemaVersionError,
+    StoreError,
+)
 from .connection import Store
 from .names import META, Names
 
@@ -27,10 +32,11 @@ def hnsw_index_sql(names: Names, settings: Settings, dimension: int) -> str:
 def _v1(names: Names, settings: Settings, dimension: int) -> str:
     DOCUMENTS, CHUNKS, FILES = names.documents, names.chunks, names.files
     ANALYZER, FT_INDEX = names.analyzer, names.ft_index
-    return f"""
+    analyzer = f"""
 DEFINE ANALYZER IF NOT EXISTS {ANALYZER} TOKENIZERS blank,class
-    FILTERS lowercase,ascii,snowball(english);
-
+    FILTERS lowercase,ascii,snowball({names.language});
+"""
+    documents = f"""
 DEFINE TABLE IF NOT EXISTS {DOCUMENTS} SCHEMAFULL;
 DEFINE FIELD IF NOT EXISTS source ON {DOCUMENTS} TYPE string;
 DEFINE FIELD IF NOT EXISTS sources ON {DOCUMENTS} TYPE array<string> DEFAULT [];
@@ -53,7 +59,14 @@ DEFINE INDEX IF NOT EXISTS {DOCUMENTS}_content_hash ON {DOCUMENTS} FIELDS conten
 DEFINE INDEX IF NOT EXISTS {DOCUMENTS}_source ON {DOCUMENTS} FIELDS source;
 DEFINE INDEX IF NOT EXISTS {DOCUMENTS}_mime ON {DOCUMENTS} FIELDS mime_type;
 DEFINE INDEX IF NOT EXISTS {DOCUMENTS}_complete ON {DOCUMENTS} FIELDS complete;
-
+"""
+    if not settings.chunked:  # whole documents only: the full-text index is on them
+        chunks = f"""
+DEFINE INDEX IF NOT EXISTS {names.documents_ft_index} ON {DOCUMENTS} FIELDS content
+    FULLTEXT ANALYZER {ANALYZER} BM25({settings.bm25_k1},{settings.bm25_b}) HIGHLIGHTS;
+"""
+    else:
+        chunks = f"""
 DEFINE TABLE IF NOT EXISTS {CHUNKS} SCHEMAFULL;
 DEFINE FIELD IF NOT EXISTS document ON {CHUNKS} TYPE record<{DOCUMENTS}> REFERENCE ON DELETE CASCADE;
 DEFINE FIELD IF NOT EXISTS content ON {CHUNKS} TYPE string;
@@ -68,8 +81,10 @@ DEFINE FIELD IF NOT EXISTS embedding ON {CHUNKS} TYPE option<array<float>>;
 DEFINE INDEX IF NOT EXISTS {CHUNKS}_document ON {CHUNKS} FIELDS document;
 DEFINE INDEX IF NOT EXISTS {FT_INDEX} ON {CHUNKS} FIELDS content
     FULLTEXT ANALYZER {ANALYZER} BM25({settings.bm25_k1},{settings.bm25_b}) HIGHLIGHTS;
-{hnsw_index_sql(names, settings, dimension)}
-
+"""
+        if settings.vectors:
+            chunks += hnsw_index_sql(names, settings, dimension) + "\n"
+    files = f"""
 DEFINE TABLE IF NOT EXISTS {FILES} SCHEMAFULL;
 DEFINE FIELD IF NOT EXISTS path ON {FILES} TYPE string;
 DEFINE FIELD IF NOT EXISTS file_hash ON {FILES} TYPE string;
@@ -82,20 +97,51 @@ DEFINE FIELD IF NOT EXISTS document ON {FILES} TYPE option<record<{DOCUMENTS}>>;
 DEFINE FIELD IF NOT EXISTS seen_at ON {FILES} TYPE datetime VALUE time::now();
 DEFINE INDEX IF NOT EXISTS {FILES}_document ON {FILES} FIELDS document;
 """
+    return analyzer + documents + chunks + files
+
+
+def _v3_prepare(names: Names, settings: Settings, dimension: int) -> str:
+    # Incomplete documents (a crash's debris, or a write in progress) give up their source
+    # before the index is made UNIQUE. Idempotent; the index build does not see changes made
+    # in its own transaction, hence a separate step.
+    DOCUMENTS = names.documents
+    return f"""
+DEFINE FIELD OVERWRITE source ON {DOCUMENTS} TYPE option<string>;
+UPDATE {DOCUMENTS} SET source = NONE WHERE complete = false RETURN NONE;
+"""
+
+
+def _v3(names: Names, settings: Settings, dimension: int) -> str:
+    """Keywords, and one document per source: ``source`` becomes UNIQUE.
+
+    A source points at one document at a time, so the primary ``source`` of the complete
+    documents is unique already. A document being written has no ``source`` until the
+    transaction that completes it has detached the source from its previous document.
+    """
+    DOCUMENTS = names.documents
+    return f"""
+DEFINE FIELD IF NOT EXISTS keywords ON {DOCUMENTS} TYPE option<array<object>> FLEXIBLE;
+DEFINE FIELD OVERWRITE source ON {DOCUMENTS} TYPE option<string>;
+DEFINE INDEX OVERWRITE {DOCUMENTS}_source ON {DOCUMENTS} FIELDS source UNIQUE;
+"""
 
 
 def _v2(names: Names, settings: Settings, dimension: int) -> str:
     D, C, NB = names.documents, names.chunks, names.notebook
     REF, NOTE, ART, JOB = names.reference, names.note, names.artifact, names.job
-    return f"""
+    if not settings.chunked:  # notebooks hold chunked sources: nothing to add here
+        return ""
+    chunk_fields = f"""
+DEFINE FIELD IF NOT EXISTS generation ON {C} TYPE int DEFAULT 0;
+DEFINE FIELD IF NOT EXISTS notebooks ON {C} TYPE array<record<{NB}>> DEFAULT [];
+DEFINE INDEX IF NOT EXISTS {C}_notebooks ON {C} FIELDS notebooks;
+"""
+    return chunk_fields + f"""
 DEFINE FIELD IF NOT EXISTS generation ON {D} TYPE int DEFAULT 0;
 DEFINE FIELD IF NOT EXISTS topics ON {D} TYPE array<string> DEFAULT [];
 DEFINE FIELD IF NOT EXISTS notebooks ON {D} TYPE array<record<{NB}>> DEFAULT [];
 DEFINE FIELD IF NOT EXISTS asset ON {D} TYPE option<object> FLEXIBLE;
 DEFINE INDEX IF NOT EXISTS {D}_ingested_at ON {D} FIELDS ingested_at;
-DEFINE FIELD IF NOT EXISTS generation ON {C} TYPE int DEFAULT 0;
-DEFINE FIELD IF NOT EXISTS notebooks ON {C} TYPE array<record<{NB}>> DEFAULT [];
-DEFINE INDEX IF NOT EXISTS {C}_notebooks ON {C} FIELDS notebooks;
 
 DEFINE TABLE IF NOT EXISTS {NB} SCHEMAFULL;
 DEFINE FIELD IF NOT EXISTS name ON {NB} TYPE string;
@@ -137,23 +183,33 @@ DEFINE INDEX IF NOT EXISTS {JOB}_status ON {JOB} FIELDS status;
 
 @dataclass(frozen=True)
 class Migration:
+    """``sql`` runs in one transaction with the version update; ``prepare`` (idempotent)
+    runs before it, outside that transaction."""
+
     version: int
     description: str
     sql: Callable[[Names, Settings, int], str]
+    prepare: Callable[[Names, Settings, int], str] | None = None
 
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "documents, chunks (BM25 + HNSW), files", _v1),
     Migration(2, "notebooks, sources' references, notes, jobs; chunk generations", _v2),
+    Migration(3, "documents.keywords; documents.source UNIQUE", _v3, _v3_prepare),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
 
-async def ensure_schema(store: Store, settings: Settings, model: str, dimension: int) -> int:
+async def ensure_schema(store: Store, settings: Settings, model: str | None,
+                        dimension: int) -> int:
     """Create or upgrade the schema, and bind the store to ``model``. Returns the version.
 
-    Idempotent. Raises :class:`SchemaVersionError` when the database is newer than this code
-    and :class:`EmbeddingModelMismatchError` when it was embedded with another model.
+    ``model`` is ``None`` (and ``dimension`` ignored) for stores without vectors
+    (``settings.chunked`` or ``settings.embed`` false). Idempotent. Raises
+    :class:`SchemaVersionError` when the database is newer than this code,
+    :class:`SchemaMismatchError` when the tables exist with another layout or analyzer, or
+    were not created by surrealdocs, and :class:`EmbeddingModelMismatchError` when the store
+    was embedded with another model.
     """
     await store.query(f"DEFINE TABLE IF NOT EXISTS {META} SCHEMALESS;")
     names = store.names
@@ -167,19 +223,27 @@ async def ensure_schema(store: Store, settings: Settings, model: str, dimension:
             f"the database at {store.url} has schema version {current}, but this surrealdocs "
             f"only knows up to version {SCHEMA_VERSION}: upgrade surrealdocs to open it"
         )
-    if embedding:
-        check_embedding_model(embedding, model, dimension, store.url)
+    if schema:
+        check_layout(schema, settings, names, store.url)
+    else:
+        await _refuse_foreign_tables(store, settings)
+    if embedding and settings.vectors:
+        check_embedding_model(embedding, model or "", dimension, store.url)
+    layout = ", chunked: $chunked, vectors: $vectors, analyzer: $analyzer" if not schema else ""
     for migration in MIGRATIONS:
         if migration.version <= current:
             continue
+        if migration.prepare is not None and schema:
+            await store.query(migration.prepare(names, settings, dimension))
         await store.query(
             "BEGIN;\n" + migration.sql(names, settings, dimension)
             + "\nUPSERT $schema MERGE { version: $version, description: $description,"
-            " applied_at: time::now() };\nCOMMIT;",
+            " applied_at: time::now()" + layout + " };\nCOMMIT;",
             {"schema": names.schema_key, "version": migration.version,
-             "description": migration.description},
+             "description": migration.description, "chunked": settings.chunked,
+             "vectors": settings.vectors, "analyzer": names.analyzer},
         )
-    if not embedding:
+    if not embedding and settings.vectors:
         await store.query(
             "UPSERT $embedding MERGE { model: $model, dimension: $dimension,"
             " distance: $distance, created_at: time::now() };",
@@ -187,6 +251,61 @@ async def ensure_schema(store: Store, settings: Settings, model: str, dimension:
              "distance": settings.hnsw_distance},
         )
     return SCHEMA_VERSION
+
+
+def layout_of(schema: dict[str, Any]) -> tuple[bool, bool, str]:
+    """(chunked, vectors, analyzer) of a stored schema record (version 1 stores: the
+    defaults, which were the only layout then)."""
+    return (bool(schema.get("chunked", True)), bool(schema.get("vectors", True)),
+            str(schema.get("analyzer") or "sd_english"))
+
+
+def check_layout(schema: dict[str, Any], settings: Settings, names: Names, url: str) -> None:
+    chunked, vectors, analyzer = layout_of(schema)
+    where = f"the tables {names.documents}/{names.chunks} at {url}"
+    if chunked != settings.chunked:
+        raise SchemaMismatchError(
+            f"{where} hold " + ("documents with chunks" if chunked else "whole documents only")
+            + ", but they were opened " + ("with chunks" if settings.chunked else
+                                           "as documents only")
+            + ": use other table names for the other layout")
+    if vectors and not settings.vectors:
+        raise SchemaMismatchError(
+            f"{where} hold embedding vectors; open them with their embedding model "
+            "(embed=True), or use other table names for chunks without vectors")
+    if settings.vectors and not vectors:
+        raise SchemaMismatchError(
+            f"{where} were created without embedding vectors; open them with embed=False, or "
+            "add vectors to every chunk first: surrealdocs reembed --model MODEL")
+    if analyzer != names.analyzer:
+        raise SchemaMismatchError(
+            f"{where} use the full-text analyzer {analyzer} "
+            f"(language {analyzer.removeprefix('sd_')}), not {names.analyzer}: open them with "
+            f"analyzer_language={analyzer.removeprefix('sd_')!r}")
+
+
+async def _refuse_foreign_tables(store: Store, settings: Settings) -> None:
+    """Tables of our names that exist without a surrealdocs schema record were made by
+    something else (for example kreuzberg-surrealdb): adopting them would mix schemas."""
+    names = store.names
+    (info,) = await store.query("INFO FOR DB;")
+    tables = set(((info or {}).get("tables") or {}).keys())
+    ours = [names.documents, names.files] + ([names.chunks] if settings.chunked else [])
+    clash = [t for t in ours if t in tables]
+    if clash:
+        raise SchemaMismatchError(
+            f"table {clash[0]!r} already exists in {store.namespace}/{store.database} at "
+            f"{store.url}, but was not created by surrealdocs (no schema record): use other "
+            "table names or a fresh database, and ingest the files again")
+
+
+async def read_schema(store: Store) -> dict[str, Any] | None:
+    """The stored schema record of ``store.names``, or ``None`` when there is none."""
+    try:
+        (row,) = await store.query("SELECT * FROM ONLY $k;", {"k": store.names.schema_key})
+    except StoreError:  # the meta table does not exist yet
+        return None
+    return row if isinstance(row, dict) else None
 
 
 def check_embedding_model(stored: dict[str, Any], model: str, dimension: int, url: str) -> None:

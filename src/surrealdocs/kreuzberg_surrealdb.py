@@ -1,0 +1,26 @@
+"""kreuzberg-surrealdb's API on surrealdocs: change ``from kreuzberg_surrealdb import ...`` to
+``from surrealdocs.kreuzberg_surrealdb import ...``. See :mod:`surrealdocs.compat.kreuzberg`."""
+
+from .compat.kreuzberg import (
+    AsyncSurrealQueryable,
+    DimensionMismatchError,
+    DocumentConnector,
+    DocumentPipeline,
+    ExtractionFailedError,
+    IngestionError,
+    LegacyQueryClient,
+    ModelUnavailableError,
+    SchemaNotInitializedError,
+)
+
+__all__ = [
+    "AsyncSurrealQueryable",
+    "DimensionMismatchError",
+    "DocumentConnector",
+    "DocumentPipeline",
+    "ExtractionFailedError",
+    "IngestionError",
+    "LegacyQueryClient",
+    "ModelUnavailableError",
+    "SchemaNotInitializedError",
+]
