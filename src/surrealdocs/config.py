@@ -18,6 +18,7 @@ from .errors import ConfigurationError
 DEFAULT_DIR = Path(".surrealdocs")
 ENV_PREFIX = "SURREALDOCS_"
 DISTANCES = ("COSINE", "EUCLIDEAN", "MANHATTAN")
+FUSIONS = ("rrf", "minmax", "zscore")
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,11 @@ class Settings:
         embed_batch_size: texts per model call.
         rebuild_threshold: vectors written since the last HNSW build after which an ingest
             rebuilds the graph (below it, new vectors are searched exactly, which is fast).
+        hybrid_fusion: how hybrid search merges its two legs: ``rrf`` (reciprocal rank
+            fusion), ``minmax`` or ``zscore`` (a weighted sum of each leg's normalised scores).
+        hybrid_candidates: hits each leg of a hybrid search fetches before fusion.
+        rrf_k: the constant k of reciprocal rank fusion, ``1 / (k + rank)``.
+        text_weight, vector_weight: weights of the BM25 and vector legs in the fusion.
     """
 
     db: str | None = None
@@ -65,6 +71,11 @@ class Settings:
     ocr_language: str = "eng"
     embed_batch_size: int = 32
     rebuild_threshold: int = 2000
+    hybrid_fusion: str = "rrf"
+    hybrid_candidates: int = 100
+    rrf_k: int = 60
+    text_weight: float = 1.0
+    vector_weight: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -81,9 +92,19 @@ class Settings:
                 f"hnsw_distance must be one of {', '.join(DISTANCES)}, got {self.hnsw_distance!r}"
             )
         object.__setattr__(self, "hnsw_distance", self.hnsw_distance.upper())
-        for name in ("hnsw_efc", "hnsw_m", "hnsw_ef", "extract_concurrency", "embed_batch_size"):
+        for name in ("hnsw_efc", "hnsw_m", "hnsw_ef", "extract_concurrency", "embed_batch_size",
+                     "hybrid_candidates"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be a positive integer")
+        if self.hybrid_fusion.lower() not in FUSIONS:
+            raise ConfigurationError(
+                f"hybrid_fusion must be one of {', '.join(FUSIONS)}, got {self.hybrid_fusion!r}")
+        object.__setattr__(self, "hybrid_fusion", self.hybrid_fusion.lower())
+        if self.rrf_k < 0:
+            raise ConfigurationError("rrf_k must be zero or positive")
+        if self.text_weight < 0 or self.vector_weight < 0 or \
+                self.text_weight + self.vector_weight == 0:
+            raise ConfigurationError("text_weight and vector_weight must be >= 0, not both 0")
         if self.extract_timeout <= 0:
             raise ConfigurationError("extract_timeout must be positive")
 
