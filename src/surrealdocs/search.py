@@ -237,7 +237,9 @@ class Searcher:
         clauses, params = filters.where()
         names = self.store.names
         k = int(limit)
-        ef = max(self.settings.hnsw_ef, k + 1)
+        # The graph's recall falls when k approaches ef (on SciFact, M 12 / EFC 150: recall@100
+        # 0.95 at ef 100, 0.99 at ef 200): deep fetches get a candidate list of twice k.
+        ef = max(self.settings.hnsw_ef, 2 * k)
         if await index_status(self.store, names.hnsw_index, names.chunks) == "ready":
             where = " AND ".join([*clauses, f"embedding <|{k},{ef}|> $v"])
             (rows,) = await self.store.query(
