@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from surrealdocs import ConfigurationError, KnowledgeBase, Settings
@@ -142,3 +144,31 @@ async def test_ingest_many_bytes_rebuilds_the_index_once() -> None:
         assert (await kb.stats()).vectors_outside_graph == 0
         hits = await kb.search("note number 17", mode="text", limit=1)
         assert hits[0].source == "n://17"
+
+
+def test_search_command_fusion_options(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from surrealdocs.cli import app
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "walrus.txt").write_text(LONG)
+    for name, text in FILLER.items():
+        (docs / f"{name.rsplit('/', 1)[1]}.txt").write_text(text)
+    db = str(tmp_path / "kb")
+    runner = CliRunner()
+    assert runner.invoke(app, ["ingest", str(docs), "--db", db, "--model", "hashing-64"]) \
+        .exit_code == 0
+    result = runner.invoke(app, ["search", "walruses tusks", "--db", db, "--model",
+                                 "hashing-64", "--json", "--per-document", "--fusion", "zscore",
+                                 "--candidates", "5", "--text-weight", "2"])
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.output)
+    assert len({h["document_id"] for h in hits}) == len(hits)
+    assert hits[0]["source"].endswith("walrus.txt")
+    result = runner.invoke(app, ["search", "x", "--db", db, "--model", "hashing-64",
+                                 "--fusion", "borda"])
+    assert result.exit_code == 2 and "fusion must be one of" in result.output

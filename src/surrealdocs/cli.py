@@ -139,6 +139,14 @@ def search(
     source: Annotated[str | None, typer.Option(help="Only sources matching this glob")] = None,
     mime_type: Annotated[list[str] | None, typer.Option(
         "--mime-type", help="Only these MIME types (repeatable)")] = None,
+    per_document: Annotated[bool, typer.Option(
+        "--per-document", help="One hit per document: its best chunk")] = False,
+    fusion: Annotated[str | None, typer.Option(
+        help="Hybrid fusion: rrf, minmax or zscore [default: rrf]")] = None,
+    candidates: Annotated[int | None, typer.Option(
+        help="Hits per leg before hybrid fusion [default: 100]")] = None,
+    text_weight: Annotated[float | None, typer.Option(help="Weight of the BM25 leg")] = None,
+    vector_weight: Annotated[float | None, typer.Option(help="Weight of the vector leg")] = None,
     as_json: JsonOption = False,
     db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
     database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
@@ -147,7 +155,8 @@ def search(
     settings = _settings(db, model, namespace, database, user, password)
     hits = _with_kb(settings, lambda kb: kb.search(
         query, mode=mode, limit=limit, min_score=min_score, source=source,
-        mime_type=mime_type or None))
+        mime_type=mime_type or None, per_document=per_document, fusion=fusion,
+        candidates=candidates, text_weight=text_weight, vector_weight=vector_weight))
     if as_json:
         console.print_json(json.dumps([h.to_dict() for h in hits], default=str))
         return
