@@ -75,7 +75,7 @@ async def test_schema_is_idempotent_and_versioned(kb: KnowledgeBase) -> None:
     assert row["version"] == SCHEMA_VERSION
     (info,) = await store.query("INFO FOR TABLE chunks;")
     indexes = info["indexes"]
-    assert "FULLTEXT ANALYZER sd_english BM25(1.2,0.75)" in indexes["chunks_content_ft"]
+    assert "FULLTEXT ANALYZER sd_english BM25(0.9,0.4)" in indexes["chunks_content_ft"]
     hnsw = indexes["chunks_embedding_hnsw"]
     assert "HNSW DIMENSION 64 DIST COSINE TYPE F32 EFC 150 M 12" in hnsw
 
@@ -210,3 +210,21 @@ def test_table_names_are_validated() -> None:
         Names("documents; DELETE x", "chunks")
     with pytest.raises(InvalidIdentifierError):
         Names("same", "same")
+
+
+async def test_version_1_store_gets_the_new_bm25_parameters(tmp_path: Path) -> None:
+    db = str(tmp_path / "kb")
+    old = Settings(db=db, model="hashing-64", bm25_k1=1.2, bm25_b=0.75)  # the v1 defaults
+    async with await KnowledgeBase.open(settings=old) as kb:
+        await kb.ingest_texts({f"n://{i}": f"note {i} about walruses" if i == 3 else
+                               f"note {i} about gardening" for i in range(8)})
+        await kb.store.query("UPSERT $k SET version = 1;", {"k": SCHEMA_KEY})
+        (info,) = await kb.store.query("INFO FOR TABLE chunks;")
+        assert "BM25(1.2,0.75)" in info["indexes"]["chunks_content_ft"]
+    async with await KnowledgeBase.open(db, model="hashing-64") as kb:
+        (info,) = await kb.store.query("INFO FOR TABLE chunks;")
+        assert "BM25(0.9,0.4)" in info["indexes"]["chunks_content_ft"]
+        (row,) = await kb.store.query("SELECT * FROM ONLY $k;", {"k": SCHEMA_KEY})
+        assert row["version"] == SCHEMA_VERSION >= 2
+        hits = await kb.search("walruses", mode="text")  # the index was rebuilt over old rows
+        assert [h.source for h in hits] == ["n://3"]

@@ -51,7 +51,7 @@ async def test_documents_only_store(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         assert kb.embedder is None
         assert await tables(kb.store) == {"documents", "files", "surrealdocs_meta"}
         (info,) = await kb.store.query("INFO FOR TABLE documents;")
-        assert "FIELDS content FULLTEXT ANALYZER sd_english BM25(1.2,0.75) HIGHLIGHTS" in \
+        assert "FIELDS content FULLTEXT ANALYZER sd_english BM25(0.9,0.4) HIGHLIGHTS" in \
             info["indexes"]["documents_content_ft"]
         report = await kb.ingest([SAMPLES])
         assert report.counts["ingested"] == 5 and report.chunks_written == 0
@@ -180,7 +180,7 @@ async def test_version_1_store_is_upgraded(tmp_path: Path) -> None:
         (schema, info, debris) = await kb.store.query(
             "SELECT * FROM ONLY $k; INFO FOR TABLE documents;"
             " SELECT * FROM ONLY documents:debris;", {"k": Names().schema_key})
-        assert schema["version"] == SCHEMA_VERSION == 3
+        assert schema["version"] == SCHEMA_VERSION == 4
         assert "UNIQUE" in info["indexes"]["documents_source"]
         assert "keywords" in info["fields"]
         assert "source" not in debris and debris["sources"] == ["n://1"]

@@ -24,6 +24,8 @@ from .notebook import Job, Note, Notebook, Notebooks, Source
 from .notebook import NotFoundError as NotebookNotFound
 from .search import MODES, Hit
 
+EVAL_MODES = ("text", "vector", "hybrid")  # the order of surrealdocs.evaluate.EVAL_MODES
+
 app = typer.Typer(
     help="Turn documents into a searchable knowledge base inside SurrealDB.",
     no_args_is_help=True,
@@ -149,6 +151,14 @@ def search(
         "--mime-type", help="Only these MIME types (repeatable)")] = None,
     notebook: Annotated[str | None, typer.Option(
         "--notebook", help="Only sources in this notebook (name or id)")] = None,
+    per_document: Annotated[bool, typer.Option(
+        "--per-document", help="One hit per document: its best chunk")] = False,
+    fusion: Annotated[str | None, typer.Option(
+        help="Hybrid fusion: rrf, minmax or zscore [default: rrf]")] = None,
+    candidates: Annotated[int | None, typer.Option(
+        help="Hits per leg before hybrid fusion [default: 100]")] = None,
+    text_weight: Annotated[float | None, typer.Option(help="Weight of the BM25 leg")] = None,
+    vector_weight: Annotated[float | None, typer.Option(help="Weight of the vector leg")] = None,
     as_json: JsonOption = False,
     db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
     database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
@@ -180,7 +190,8 @@ def search(
     else:
         hits = _with_kb(settings, lambda kb: kb.search(
             query, mode=mode, limit=limit, min_score=min_score, source=source,
-            mime_type=mime_type or None))
+            mime_type=mime_type or None, per_document=per_document, fusion=fusion,
+            candidates=candidates, text_weight=text_weight, vector_weight=vector_weight))
     if as_json:
         console.print_json(json.dumps([h.to_dict() for h in hits], default=str))
         return
@@ -446,6 +457,77 @@ def reembed(
             settings, get_embedder(model),
             lambda done, total: progress.update(task, completed=done, total=total)))
     console.print(f"{n} chunks re-embedded with {model}")
+
+
+@app.command("eval")
+def eval_command(
+    dataset: Annotated[Path, typer.Argument(
+        help="A BEIR-layout directory: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv")],
+    split: Annotated[str, typer.Option(help="Which qrels/SPLIT.tsv to evaluate")] = "test",
+    mode: Annotated[list[str] | None, typer.Option(
+        "--mode", help=f"Modes to measure (repeatable) [default: {', '.join(EVAL_MODES)}]")
+    ] = None,
+    fusion: Annotated[str | None, typer.Option(
+        help="Hybrid fusion: rrf, minmax or zscore [default: $SURREALDOCS_HYBRID_FUSION or rrf]")
+    ] = None,
+    candidates: Annotated[int | None, typer.Option(
+        help="Hits per leg before hybrid fusion [default: 100]")] = None,
+    text_weight: Annotated[float | None, typer.Option(help="Weight of the BM25 leg")] = None,
+    vector_weight: Annotated[float | None, typer.Option(help="Weight of the vector leg")] = None,
+    chunk_size: Annotated[int | None, typer.Option(help="Characters per chunk")] = None,
+    as_json: JsonOption = False,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Also write the figures as JSON to this file")] = None,
+    db: Annotated[str | None, typer.Option(
+        "--db", help="Store for the corpus; must be empty [default: mem://]")] = None,
+    model: ModelOption = None,
+) -> None:
+    """Measure retrieval quality on a BEIR dataset: nDCG@10, Recall@100, MRR@10 per mode.
+
+    The corpus is ingested into a fresh store through the normal ingest path (title + text
+    per document); every judged query runs in each mode, one result per document.
+    """
+    from .evaluate import evaluate
+
+    settings = Settings.from_env(
+        db=db or "mem://", model=model, chunk_size=chunk_size, hybrid_fusion=fusion,
+        hybrid_candidates=candidates, text_weight=text_weight, vector_weight=vector_weight)
+    progress = Progress(TextColumn("[bold]{task.fields[stage]}"), BarColumn(),
+                        MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
+                        disable=as_json or not err_console.is_terminal)
+    task = progress.add_task("", total=None, stage="eval")
+
+    def on_progress(stage: str, done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total, stage=stage)
+
+    try:
+        with progress:
+            report = asyncio.run(evaluate(dataset, settings=settings, modes=mode or EVAL_MODES,
+                                          split=split, on_progress=on_progress))
+    except SurrealDocsError as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+    figures = report.to_dict()
+    if output:
+        output.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    if as_json:
+        console.print_json(json.dumps(figures))
+        return
+    table = Table(title=f"{report.dataset} ({report.split}): {report.queries} queries, "
+                        f"{report.documents} documents, {report.chunks} chunks")
+    for column in ("mode", "nDCG@10", "Recall@100", "MRR@10", "time", "per query"):
+        table.add_column(column, justify="left" if column == "mode" else "right")
+    for r in report.results:
+        table.add_row(r.mode, f"{r.metrics['ndcg@10']:.4f}", f"{r.metrics['recall@100']:.4f}",
+                      f"{r.metrics['mrr@10']:.4f}", f"{r.seconds:.1f} s",
+                      f"{r.ms_per_query:.0f} ms")
+    console.print(table)
+    s = report.settings
+    console.print(
+        f"ingest {report.ingest_seconds:.1f} s · model {s['model']} · chunks {s['chunk_size']}"
+        f" chars · BM25({s['bm25_k1']}, {s['bm25_b']}) · HNSW M {s['hnsw_m']} EFC"
+        f" {s['hnsw_efc']} ef {s['hnsw_ef']} ({s['vector_index']}) · hybrid"
+        f" {s['hybrid_fusion']} over {s['hybrid_candidates']} per leg")
 
 
 def main() -> None:

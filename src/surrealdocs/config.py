@@ -25,6 +25,7 @@ SNOWBALL_LANGUAGES = (
     "turkish",
 )
 _NOT_FROM_ENV = {"env": False}
+FUSIONS = ("rrf", "minmax", "zscore")
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,10 @@ class Settings:
             database under different names).
         model: embedding model name (see ``surrealdocs.embed.available_models``).
         chunk_size, chunk_overlap: chunk length and overlap in characters.
-        hnsw_*: HNSW index parameters. ``hnsw_ef`` is the search-time candidate list size.
-        bm25_k1, bm25_b: BM25 parameters of the full-text index.
+        hnsw_*: HNSW index parameters. ``hnsw_ef`` is the search-time candidate list size
+            (a search for k hits uses at least 2k).
+        bm25_k1, bm25_b: BM25 parameters of the full-text index. The defaults are Lucene's
+            and Anserini's (0.9, 0.4): chunks are short, so length normalisation is mild.
         analyzer_language: stemming language of the full-text analyzer (snowball).
         chunked: ``False`` stores whole documents only: no chunks table, a BM25 index on the
             documents' ``content`` and no vectors (text search over documents).
@@ -60,6 +63,11 @@ class Settings:
             quality processing, keywords, pages, ...) extraction starts from. It is copied,
             never modified; surrealdocs still sets chunking, caching, timeout and
             cancellation itself. Not read from the environment.
+        hybrid_fusion: how hybrid search merges its two legs: ``rrf`` (reciprocal rank
+            fusion), ``minmax`` or ``zscore`` (a weighted sum of each leg's normalised scores).
+        hybrid_candidates: hits each leg of a hybrid search fetches before fusion.
+        rrf_k: the constant k of reciprocal rank fusion, ``1 / (k + rank)``.
+        text_weight, vector_weight: weights of the BM25 and vector legs in the fusion.
     """
 
     db: str | None = None
@@ -76,8 +84,8 @@ class Settings:
     hnsw_efc: int = 150
     hnsw_m: int = 12
     hnsw_ef: int = 100
-    bm25_k1: float = 1.2
-    bm25_b: float = 0.75
+    bm25_k1: float = 0.9
+    bm25_b: float = 0.4
     analyzer_language: str = "english"
     chunked: bool = True
     embed: bool = True
@@ -87,6 +95,11 @@ class Settings:
     ocr_language: str = "eng"
     embed_batch_size: int = 32
     rebuild_threshold: int = 2000
+    hybrid_fusion: str = "rrf"
+    hybrid_candidates: int = 100
+    rrf_k: int = 60
+    text_weight: float = 1.0
+    vector_weight: float = 1.0
     kreuzberg_config: Any = field(default=None, compare=False, repr=False,
                                   metadata=_NOT_FROM_ENV)
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False,
@@ -125,6 +138,17 @@ class Settings:
                 f"analyzer_language must be one of {', '.join(SNOWBALL_LANGUAGES)}, "
                 f"got {self.analyzer_language!r}")
         object.__setattr__(self, "analyzer_language", language)
+        if not isinstance(self.hybrid_candidates, int) or self.hybrid_candidates < 1:
+            raise ConfigurationError("hybrid_candidates must be a positive integer")
+        if self.hybrid_fusion.lower() not in FUSIONS:
+            raise ConfigurationError(
+                f"hybrid_fusion must be one of {', '.join(FUSIONS)}, got {self.hybrid_fusion!r}")
+        object.__setattr__(self, "hybrid_fusion", self.hybrid_fusion.lower())
+        if self.rrf_k < 0:
+            raise ConfigurationError("rrf_k must be zero or positive")
+        if self.text_weight < 0 or self.vector_weight < 0 or \
+                self.text_weight + self.vector_weight == 0:
+            raise ConfigurationError("text_weight and vector_weight must be >= 0, not both 0")
         if self.extract_timeout <= 0:
             raise ConfigurationError("extract_timeout must be positive")
 

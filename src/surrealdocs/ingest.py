@@ -164,6 +164,34 @@ class Ingestor:
         await self.maybe_rebuild_index()
         return result
 
+    async def ingest_many(self, items: Iterable[tuple[str, bytes, str]], *,
+                          force: bool = False, on_result: ProgressCallback | None = None,
+                          group_size: int = 256) -> IngestReport:
+        """Ingest many in-memory documents, given as ``(source, data, mime_type)``.
+
+        The same pipeline as :meth:`ingest_bytes` (extract, chunk, embed, write, each
+        document all-or-nothing), run concurrently over groups of ``group_size`` items so
+        memory stays bounded, and with one check for an HNSW rebuild at the end instead of
+        one per document. Source names must be unique within a call.
+        """
+        started = time.perf_counter()
+        report = IngestReport()
+        seen: set[str] = set()
+        group: list[_Source] = []
+        for source, data, mime_type in items:
+            if source in seen:
+                raise ConfigurationError(f"source {source!r} appears twice in one batch")
+            seen.add(source)
+            group.append(_Source(key=source, data=data, mime_type=mime_type))
+            if len(group) >= group_size:
+                report.results.extend(await self._run(group, force, True, on_result))
+                group = []
+        if group:
+            report.results.extend(await self._run(group, force, True, on_result))
+        report.index_rebuilt = await self.maybe_rebuild_index()
+        report.seconds = time.perf_counter() - started
+        return report
+
     async def _run(self, sources: Sequence[_Source], force: bool, retry_failed: bool,
                    on_result: ProgressCallback | None) -> list[FileResult]:
         await recover(self.store, 0 if self.store.embedded else 3600)

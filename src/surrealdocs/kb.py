@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -107,15 +107,43 @@ class KnowledgeBase:
         """Ingest raw bytes of a given MIME type under a source name (e.g. ``upload://x``)."""
         return await self._ingestor.ingest_bytes(data, mime_type, source, force=force)
 
+    async def ingest_many_bytes(self, items: Iterable[tuple[str, bytes, str]], *,
+                                force: bool = False,
+                                on_result: ProgressCallback | None = None) -> IngestReport:
+        """Ingest many in-memory documents, each ``(source, data, mime_type)``, through the
+        same pipeline as :meth:`ingest_bytes`, concurrently and with one HNSW rebuild check
+        at the end."""
+        return await self._ingestor.ingest_many(items, force=force, on_result=on_result)
+
+    async def ingest_texts(self, texts: Mapping[str, str] | Iterable[tuple[str, str]], *,
+                           mime_type: str = "text/plain", force: bool = False,
+                           on_result: ProgressCallback | None = None) -> IngestReport:
+        """Ingest many texts, given as ``{source: text}`` or ``(source, text)`` pairs."""
+        pairs = texts.items() if isinstance(texts, Mapping) else texts
+        return await self.ingest_many_bytes(
+            ((source, text.encode("utf-8"), mime_type) for source, text in pairs),
+            force=force, on_result=on_result)
+
     async def search(self, query: str, *, mode: str = "hybrid", limit: int = 10,
                      min_score: float | None = None, source: str | None = None,
                      mime_type: str | Sequence[str] | None = None,
-                     candidates: int | None = None) -> list[Hit]:
+                     candidates: int | None = None, fusion: str | None = None,
+                     rrf_k: int | None = None, text_weight: float | None = None,
+                     vector_weight: float | None = None,
+                     per_document: bool = False) -> list[Hit]:
         """Search chunks by ``mode`` (hybrid, vector or text), optionally filtered by a
-        source glob and MIME type(s)."""
+        source glob and MIME type(s).
+
+        Hybrid search fuses ``candidates`` hits of each leg with ``fusion`` (``rrf``,
+        ``minmax`` or ``zscore``), weighting the legs by ``text_weight`` and
+        ``vector_weight``; unset, these come from the settings. ``per_document`` returns one
+        hit per document, its best chunk.
+        """
         return await self._searcher.search(
             query, mode=mode, limit=limit, min_score=min_score,
-            filters=Filters(source=source, mime_type=mime_type), candidates=candidates)
+            filters=Filters(source=source, mime_type=mime_type), candidates=candidates,
+            fusion=fusion, rrf_k=rrf_k, text_weight=text_weight, vector_weight=vector_weight,
+            per_document=per_document)
 
     async def delete(self, source: str) -> bool:
         """Forget a source; its document (and chunks) go when no other source shares it."""
@@ -173,6 +201,14 @@ class SyncKnowledgeBase:
 
     def ingest_bytes(self, data: bytes, **kwargs: Any) -> FileResult:
         return self._run(self._kb.ingest_bytes(data, **kwargs))
+
+    def ingest_many_bytes(self, items: Iterable[tuple[str, bytes, str]],
+                          **kwargs: Any) -> IngestReport:
+        return self._run(self._kb.ingest_many_bytes(items, **kwargs))
+
+    def ingest_texts(self, texts: Mapping[str, str] | Iterable[tuple[str, str]],
+                     **kwargs: Any) -> IngestReport:
+        return self._run(self._kb.ingest_texts(texts, **kwargs))
 
     def search(self, query: str, **kwargs: Any) -> list[Hit]:
         return self._run(self._kb.search(query, **kwargs))

@@ -1,0 +1,179 @@
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from surrealdocs import ConfigurationError, Settings
+from surrealdocs.cli import app
+from surrealdocs.evaluate import (
+    document_text,
+    evaluate,
+    load_beir,
+    mean_scores,
+    score_run,
+)
+
+pytest.importorskip("pytrec_eval")
+
+# --- metrics against values computed by hand ---------------------------------------------
+
+
+def _log2(x: float) -> float:
+    return math.log(x, 2)
+
+
+def test_ndcg_mrr_recall_by_hand() -> None:
+    qrels = {"q1": {"d1": 1, "d2": 1}}
+    per_query = score_run(qrels, {"q1": ["d3", "d1", "d4", "d2"]})
+    dcg = 1 / _log2(3) + 1 / _log2(5)
+    idcg = 1 + 1 / _log2(3)
+    assert per_query["q1"]["ndcg@10"] == pytest.approx(dcg / idcg)  # 0.6509
+    assert per_query["q1"]["mrr@10"] == pytest.approx(0.5)
+    assert per_query["q1"]["recall@100"] == pytest.approx(1.0)
+
+
+def test_graded_relevance_uses_the_grade_as_gain() -> None:
+    per_query = score_run({"q": {"a": 2, "b": 1, "z": 0}}, {"q": ["b", "z", "a"]})
+    dcg = 1 + 2 / _log2(4)
+    idcg = 2 + 1 / _log2(3)
+    assert per_query["q"]["ndcg@10"] == pytest.approx(dcg / idcg)
+    assert per_query["q"]["mrr@10"] == pytest.approx(1.0)
+
+
+def test_cutoffs() -> None:
+    filler = [f"x{i}" for i in range(200)]
+    qrels = {"late": {"r": 1}, "very_late": {"r": 1}}
+    per_query = score_run(qrels, {"late": [*filler[:10], "r"], "very_late": [*filler[:100], "r"]})
+    # rank 11: outside nDCG@10 and MRR@10, inside Recall@100
+    assert per_query["late"] == {"ndcg@10": 0.0, "recall@100": 1.0, "mrr@10": 0.0}
+    # rank 101: outside Recall@100 too
+    assert per_query["very_late"]["recall@100"] == 0.0
+
+
+def test_order_is_the_runs_not_trec_evals_tie_breaking() -> None:
+    # trec_eval breaks score ties by document id; the run's own order must win
+    per_query = score_run({"q": {"a": 1}}, {"q": ["z", "a"]})
+    assert per_query["q"]["mrr@10"] == pytest.approx(0.5)
+
+
+def test_missing_and_empty_queries_count_as_zero() -> None:
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d3": 1}}
+    per_query = score_run(qrels, {"q1": ["d1"], "q2": []})
+    assert per_query["q2"] == per_query["q3"] == {"ndcg@10": 0.0, "recall@100": 0.0,
+                                                  "mrr@10": 0.0}
+    means = mean_scores(per_query)
+    assert means["ndcg@10"] == pytest.approx(1 / 3)
+    assert means["recall@100"] == pytest.approx(1 / 3)
+
+
+def test_duplicate_documents_in_a_run_count_once() -> None:
+    per_query = score_run({"q": {"a": 1, "b": 1}}, {"q": ["a", "a", "b"]})
+    assert per_query["q"]["ndcg@10"] == pytest.approx(1.0)
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+CORPUS = {
+    "d1": ("Cats", "Domestic cats sleep for most of the day and hunt rodents at night."),
+    "d2": ("Markets", "The stock exchange closed higher as investors bought bank shares."),
+    "d3": ("Geology", "Magma rising through the crust erupts from a volcano as lava."),
+    "d4": ("", "Knead the dough, let it rise for an hour, then bake the loaf of bread."),
+    "d5": ("Geology", "Magma rising through the crust erupts from a volcano as lava."),  # = d3
+    "d6": ("Error codes", "The service fails with error XYZ-123 when the disk is full."),
+}
+QUERIES = {"q1": "volcano lava", "q2": "bank shares stock exchange", "q3": "error XYZ-123",
+           "q4": "bread dough", "q9": "unjudged query"}
+QRELS = "query-id\tcorpus-id\tscore\nq1\td3\t1\nq1\td5\t1\nq2\td2\t2\nq3\td6\t1\nq4\td4\t1\n"
+
+
+def write_beir(root: Path) -> Path:
+    (root / "qrels").mkdir(parents=True)
+    with (root / "corpus.jsonl").open("w") as f:
+        for did, (title, text) in CORPUS.items():
+            f.write(json.dumps({"_id": did, "title": title, "text": text}) + "\n")
+    with (root / "queries.jsonl").open("w") as f:
+        for qid, text in QUERIES.items():
+            f.write(json.dumps({"_id": qid, "text": text}) + "\n")
+    (root / "qrels" / "test.tsv").write_text(QRELS)
+    (root / "qrels" / "dev.tsv").write_text("q4\td4\t1\n")  # no header
+    return root
+
+
+def test_load_beir(tmp_path: Path) -> None:
+    data = load_beir(write_beir(tmp_path / "tiny"))
+    assert data.name == "tiny" and data.split == "test"
+    assert len(data.corpus) == 6 and data.corpus["d4"][0] == ""
+    assert set(data.queries) == {"q1", "q2", "q3", "q4"}  # only judged queries
+    assert data.qrels["q1"] == {"d3": 1, "d5": 1} and data.qrels["q2"] == {"d2": 2}
+    dev = load_beir(tmp_path / "tiny", split="dev")
+    assert dev.qrels == {"q4": {"d4": 1}} and list(dev.queries) == ["q4"]
+    with pytest.raises(ConfigurationError, match=r"splits here: dev, test"):
+        load_beir(tmp_path / "tiny", split="train")
+    with pytest.raises(ConfigurationError, match="not a BEIR dataset"):
+        load_beir(tmp_path)
+
+
+def test_document_text() -> None:
+    assert document_text(" Title ", "Body.") == "Title\n\nBody."
+    assert document_text("", "Body.") == "Body."
+    assert document_text("Only title", "") == "Only title"
+
+
+# --- end to end ------------------------------------------------------------------------------
+
+
+async def test_evaluate_end_to_end(tmp_path: Path) -> None:
+    root = write_beir(tmp_path / "tiny")
+    report = await evaluate(root, settings=Settings(db="mem://", model="hashing-64"))
+    assert (report.documents, report.queries) == (6, 4)
+    assert report.chunks == 5  # d3 and d5 have the same text: stored once
+    assert [r.mode for r in report.results] == ["text", "vector", "hybrid"]
+    text = report.result("text")
+    # lexical queries on a lexical corpus: every relevant document first
+    assert text.metrics == {"ndcg@10": 1.0, "recall@100": 1.0, "mrr@10": 1.0}
+    # the stored duplicate stands for both corpus ids
+    assert set(report.runs["text"]["q1"][:2]) == {"d3", "d5"}
+    for r in report.results:
+        assert set(r.metrics) == {"ndcg@10", "recall@100", "mrr@10"}
+        assert all(0.0 <= v <= 1.0 for v in r.metrics.values())
+        assert r.seconds >= 0 and r.queries == 4
+    assert report.settings["model"] == "hashing-64"
+    assert report.settings["vector_index"] == "pending (exact scan)"
+
+
+async def test_evaluate_refuses_a_store_with_documents(tmp_path: Path) -> None:
+    from surrealdocs import KnowledgeBase
+
+    db = str(tmp_path / "kb")
+    async with await KnowledgeBase.open(db, model="hashing-64") as kb:
+        await kb.ingest_bytes(b"already here", mime_type="text/plain", source="n://1")
+    with pytest.raises(ConfigurationError, match="not empty"):
+        await evaluate(write_beir(tmp_path / "tiny"),
+                       settings=Settings(db=db, model="hashing-64"))
+
+
+def test_eval_command(tmp_path: Path) -> None:
+    root = write_beir(tmp_path / "tiny")
+    runner = CliRunner()
+    out_file = tmp_path / "figures.json"
+    result = runner.invoke(app, ["eval", str(root), "--model", "hashing-64", "--json",
+                                 "--mode", "text", "--mode", "hybrid", "-o", str(out_file)])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output)
+    assert figures == json.loads(out_file.read_text())
+    assert [r["mode"] for r in figures["results"]] == ["text", "hybrid"]
+    assert figures["results"][0]["ndcg@10"] == 1.0
+    assert {"recall@100", "mrr@10", "seconds", "ms_per_query"} <= set(figures["results"][1])
+    assert figures["queries"] == 4 and figures["settings"]["hybrid_fusion"] == "rrf"
+
+    result = runner.invoke(app, ["eval", str(root), "--model", "hashing-64",
+                                 "--fusion", "zscore", "--candidates", "20"])
+    assert result.exit_code == 0, result.output
+    assert "nDCG@10" in result.output and "hybrid" in result.output and "zscore" in result.output
+
+    result = runner.invoke(app, ["eval", str(tmp_path), "--model", "hashing-64"])
+    assert result.exit_code == 2 and "not a BEIR dataset" in result.output
