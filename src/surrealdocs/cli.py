@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .config import Settings
-from .errors import ConfigurationError, SurrealDocsError
+from .errors import SurrealDocsError
 from .ingest import FileResult, IngestReport
 from .kb import KnowledgeBase
 from .notebook import Job, Note, Notebook, Notebooks, Source
@@ -173,18 +173,8 @@ def search(
 
         async def scoped(nbs: Notebooks) -> list[Hit]:
             nb = await nbs.get_notebook(notebook)
-            functions: dict[str, Callable[..., Awaitable[list[Any]]]] = {
-                "vector": nbs.vector_search, "text": nbs.text_search,
-                "hybrid": nbs.hybrid_search}
-            search_fn = functions.get(mode)
-            if search_fn is None:
-                raise ConfigurationError(f"mode must be one of {', '.join(MODES)}")
-            kwargs: dict[str, Any] = {"notebook_id": nb.id, "limit": limit}
-            if mode != "hybrid":
-                kwargs["min_score"] = min_score if min_score is not None else (
-                    0.2 if mode == "vector" else None)
-            hits: list[Hit] = await search_fn(query, **kwargs)
-            return hits
+            return await nbs.search(query, mode=mode, notebook_id=nb.id, limit=limit,
+                                    min_score=min_score)
 
         hits = _with_notebooks(settings, scoped)
     else:

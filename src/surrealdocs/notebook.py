@@ -694,6 +694,23 @@ class Notebooks:
         hits = fuse_rrf(text_hits, vector_hits, depth)
         return _group(hits, limit) if group_by_source else hits[:limit]
 
+    async def search(self, query: str, *, mode: str = "hybrid", notebook_id: Any = None,
+                     limit: int = 10, min_score: float | None = None) -> list[Hit]:
+        """One entry point for the three modes (``min_score`` defaults to 0.2 for vector
+        search, as Open Notebook's, and is not applied to hybrid's fused ranks)."""
+        if mode == "vector":
+            hits: list[Hit] = await self.vector_search(
+                query, notebook_id=notebook_id, limit=limit,
+                min_score=0.2 if min_score is None else min_score)
+        elif mode == "text":
+            hits = await self.text_search(query, notebook_id=notebook_id, limit=limit,
+                                          min_score=min_score)
+        elif mode == "hybrid":
+            hits = await self.hybrid_search(query, notebook_id=notebook_id, limit=limit)
+        else:
+            raise ConfigurationError(f"mode must be hybrid, vector or text, got {mode!r}")
+        return hits
+
     # ----- rows to objects -------------------------------------------------------------
     def _notebook(self, row: dict[str, Any]) -> Notebook:
         return Notebook(name=row["name"], description=row.get("description", ""),
