@@ -273,10 +273,7 @@ class Searcher:
             f" WHERE {where} ORDER BY score DESC, id LIMIT {int(limit)};",
             {**params, "q": terms},
         )
-        hits = [_hit(row, float(row.get("score") or 0.0)) for row in _visible(rows)]
-        for rank, hit in enumerate(hits, 1):
-            hit.text_rank, hit.text_score = rank, hit.score
-        return hits
+        return _text_hits(rows)
 
     async def _text_documents(self, terms: str, limit: int, filters: Filters) -> list[Hit]:
         """BM25 over whole documents (documents-only stores): a hit is a document."""
@@ -289,10 +286,7 @@ class Searcher:
             f" WHERE {where} ORDER BY score DESC, id LIMIT {int(limit)};",
             {**params, "q": terms},
         )
-        hits = [_hit(row, float(row.get("score") or 0.0)) for row in _visible(rows)]
-        for rank, hit in enumerate(hits, 1):
-            hit.text_rank, hit.text_score = rank, hit.score
-        return hits
+        return _text_hits(rows)
 
     async def vector(self, vector: Sequence[float] | np.ndarray, limit: int,
                      filters: Filters) -> list[Hit]:
@@ -302,41 +296,29 @@ class Searcher:
         if len(vec) != self.embedder.dimension:
             raise DimensionMismatchError(
                 f"query vector has {len(vec)} dimensions, the index has {self.embedder.dimension}")
-        clauses, params = filters.where()
         names = self.store.names
         k = int(limit)
         # The graph's recall falls when k approaches ef (on SciFact, M 12 / EFC 150: recall@100
         # 0.95 at ef 100, 0.99 at ef 200): deep fetches get a candidate list of twice k.
         ef = max(self.settings.hnsw_ef, 2 * k)
-        if filters.vector_table is not None:
-            table = filters.vector_table
+        if filters.vector_table is not None:  # a notebook's own vectors and index
+            table, index, fields = (filters.vector_table, f"{filters.vector_table}_hnsw",
+                                    _DETAIL_FIELDS_VIA_CHUNK)
             clauses, params = filters.where(through="chunk.")
-            if await index_status(self.store, f"{table}_hnsw", table) == "ready":
-                where = " AND ".join([*clauses, f"embedding <|{k},{ef}|> $v"])
-                distance = "vector::distance::knn()"
-            else:
-                where = " AND ".join(clauses) or "true"
-                distance = "(1 - vector::similarity::cosine(embedding, $v))"
-            (rows,) = await self.store.query(
-                f"SELECT {_DETAIL_FIELDS_VIA_CHUNK}, {distance} AS distance FROM {table}"
-                f" WHERE {where} ORDER BY distance, id LIMIT {k};",
-                {**params, "v": vec},
-            )
-        elif await index_status(self.store, names.hnsw_index, names.chunks) == "ready":
-            where = " AND ".join([*clauses, f"embedding <|{k},{ef}|> $v"])
-            (rows,) = await self.store.query(
-                f"SELECT {_DETAIL_FIELDS}, vector::distance::knn() AS distance FROM {names.chunks}"
-                f" WHERE {where} ORDER BY distance, id LIMIT {k};",
-                {**params, "v": vec},
-            )
+        else:
+            table, index, fields = names.chunks, names.hnsw_index, _DETAIL_FIELDS
+            clauses, params = filters.where()
+        if await index_status(self.store, index, table) == "ready":
+            clauses.append(f"embedding <|{k},{ef}|> $v")
+            distance = "vector::distance::knn()"
         else:  # the graph is being built: the operator would return every row
-            where = " AND ".join([*clauses, "embedding != NONE"])
-            (rows,) = await self.store.query(
-                f"SELECT {_DETAIL_FIELDS},"
-                " (1 - vector::similarity::cosine(embedding, $v)) AS distance FROM"
-                f" {names.chunks} WHERE {where} ORDER BY distance, id LIMIT {k};",
-                {**params, "v": vec},
-            )
+            clauses.append("embedding != NONE")
+            distance = "(1 - vector::similarity::cosine(embedding, $v))"
+        (rows,) = await self.store.query(
+            f"SELECT {fields}, {distance} AS distance FROM {table}"
+            f" WHERE {' AND '.join(clauses)} ORDER BY distance, id LIMIT {k};",
+            {**params, "v": vec},
+        )
         hits = [_hit(row, self._similarity(float(row["distance"]))) for row in _visible(rows)
                 if row.get("distance") is not None]
         for rank, hit in enumerate(hits, 1):
@@ -467,6 +449,13 @@ def _zscore(scores: list[float]) -> Callable[[float | None], float]:
         return (s - mean) / std if std > 0 else 0.0
 
     return norm
+
+
+def _text_hits(rows: list[dict[str, Any]] | None) -> list[Hit]:
+    hits = [_hit(row, float(row.get("score") or 0.0)) for row in _visible(rows)]
+    for rank, hit in enumerate(hits, 1):
+        hit.text_rank, hit.text_score = rank, hit.score
+    return hits
 
 
 def _visible(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
