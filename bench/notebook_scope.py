@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +34,12 @@ from surrealdocs.notebook import Notebooks
 from surrealdocs.search import Filters
 
 DIM = 384
+_T0 = time.perf_counter()
+
+
+def log(msg: str) -> None:
+    """Stage progress on stderr, so a slow or stuck stage is visible while it runs."""
+    print(f"[{time.perf_counter() - _T0:8.1f}s] {msg}", file=sys.stderr, flush=True)
 
 
 class FixedDim(HashingEmbedder):
@@ -61,6 +68,8 @@ async def load(nbs: Notebooks, n_chunks: int, per_source: int, rng: np.random.Ge
             await nbs.store.query(f"INSERT INTO {n.chunks} $r RETURN NONE;",
                                   {"r": rows[start:start + 100]})
         sources.append(doc)
+        if (s + 1) % 10 == 0:
+            log(f"loaded {(s + 1) * per_source} chunks")
     return sources
 
 
@@ -82,16 +91,20 @@ async def main() -> None:
         timings["load_s"] = time.perf_counter() - t0
         nb = await nbs.create_notebook("bench")
         t0 = time.perf_counter()
-        for doc in sources[: args.notebook_chunks // args.per_source]:
+        for i, doc in enumerate(sources[: args.notebook_chunks // args.per_source]):
             await nbs.link(doc, nb)
+            log(f"linked source {i + 1}")
         timings["link_s"] = time.perf_counter() - t0
+        log("rebuilding the shared HNSW graph")
         t0 = time.perf_counter()
         await nbs.kb.rebuild_index()
         timings["rebuild_all_s"] = time.perf_counter() - t0
+        log("rebuilding the notebook's HNSW graph")
         t0 = time.perf_counter()
         await nbs.rebuild_notebook_index(nb.id, force=True)
         timings["rebuild_notebook_s"] = time.perf_counter() - t0
 
+        log("searching")
         queries = centres[rng.integers(0, 100, args.queries)] \
             + 0.35 * rng.normal(size=(args.queries, DIM)).astype(np.float32)
         searcher = nbs.kb._searcher

@@ -53,6 +53,13 @@ PUBLISHED = {
 LABELS = {"text": "BM25 (text)", "vector": "vector", "hybrid": "hybrid"}
 
 
+def fusion_label(s: dict[str, Any]) -> str:
+    weights = f"weights {s['text_weight']:g} / {s['vector_weight']:g}"
+    if s["hybrid_fusion"] == "rrf":
+        return f"RRF (k {s['rrf_k']}, {weights})"
+    return f"{s['hybrid_fusion']} fusion ({weights})"
+
+
 def table(report: dict[str, Any]) -> str:
     s = report["settings"]
     lines = [
@@ -66,8 +73,8 @@ def table(report: dict[str, Any]) -> str:
                     f" {s['chunk_size']} chars, best chunk per document",
             "vector": f"**surrealdocs** {s['model']} (int8 ONNX), HNSW M {s['hnsw_m']}"
                       f" EFC {s['hnsw_efc']} ef {s['hnsw_ef']}, {s['vector_index']}",
-            "hybrid": f"**surrealdocs** {s['hybrid_fusion'].upper()} (k {s['rrf_k']}) of"
-                      f" {s['hybrid_candidates']} documents per leg",
+            "hybrid": f"**surrealdocs** {fusion_label(s)} of {s['hybrid_candidates']}"
+                      " documents per leg",
         }[mode]
         lines.append(
             f"| {LABELS[mode]} | {ours} | **{r['ndcg@10']:.4f}** | {r['recall@100']:.4f} |"

@@ -168,7 +168,7 @@ def test_eval_command(tmp_path: Path) -> None:
     assert [r["mode"] for r in figures["results"]] == ["text", "hybrid"]
     assert figures["results"][0]["ndcg@10"] == 1.0
     assert {"recall@100", "mrr@10", "seconds", "ms_per_query"} <= set(figures["results"][1])
-    assert figures["queries"] == 4 and figures["settings"]["hybrid_fusion"] == "rrf"
+    assert figures["queries"] == 4 and figures["settings"]["hybrid_fusion"] == "zscore"
 
     result = runner.invoke(app, ["eval", str(root), "--model", "hashing-64",
                                  "--fusion", "zscore", "--candidates", "20"])

@@ -121,7 +121,13 @@ async def test_ingest_texts_and_per_document_search(kb: KnowledgeBase) -> None:
         assert len(ids) == len(set(ids)), mode
         if mode != "vector":  # the hashing embedder is too crude to rely on its ranking
             assert docs[0].source == "t://walrus"
+        if mode == "text":
             assert docs[1].source == "t://seal"
+    # with two text hits, z-scores are +1 / -1 and the crude vector leg decides the rest;
+    # rank fusion keeps the second text hit second
+    docs = await kb.search("walruses tusks", mode="hybrid", limit=10, per_document=True,
+                           fusion="rrf")
+    assert [h.source for h in docs[:2]] == ["t://walrus", "t://seal"]
     docs = await kb.search("walruses", mode="hybrid", limit=2, per_document=True,
                            fusion="minmax", candidates=5, text_weight=2.0)
     assert len(docs) == 2 and docs[0].text_rank == 1

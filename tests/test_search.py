@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -50,8 +51,18 @@ async def test_hybrid_fuses_both_legs(corpus: KnowledgeBase) -> None:
     top = hits[0]
     assert Path(top.source).name == "volcano.md"
     assert top.text_rank == 1 and top.vector_rank == 1
-    assert top.score == pytest.approx(2 / 61)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    # the default fusion adds each leg's z-score over its 100 candidates
+    text = [h.score for h in await corpus.search("volcano lava eruption", mode="text",
+                                                  limit=100)]
+    vector = [h.score for h in await corpus.search("volcano lava eruption", mode="vector",
+                                                    limit=100)]
+    assert len(text) >= 1 and len(vector) > 2
+    expected = sum((max(leg) - statistics.mean(leg)) / statistics.pstdev(leg)
+                   if len(leg) > 1 else 0.0 for leg in (text, vector))
+    assert top.score == pytest.approx(expected)
+    rrf = await corpus.search("volcano lava eruption", mode="hybrid", limit=5, fusion="rrf")
+    assert rrf[0].chunk_id == top.chunk_id and rrf[0].score == pytest.approx(2 / 61)
 
 
 async def test_hits_carry_positions_titles_and_pages(corpus: KnowledgeBase) -> None:

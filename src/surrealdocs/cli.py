@@ -154,7 +154,7 @@ def search(
     per_document: Annotated[bool, typer.Option(
         "--per-document", help="One hit per document: its best chunk")] = False,
     fusion: Annotated[str | None, typer.Option(
-        help="Hybrid fusion: rrf, minmax or zscore [default: rrf]")] = None,
+        help="Hybrid fusion: zscore, minmax or rrf [default: zscore]")] = None,
     candidates: Annotated[int | None, typer.Option(
         help="Hits per leg before hybrid fusion [default: 100]")] = None,
     text_weight: Annotated[float | None, typer.Option(help="Weight of the BM25 leg")] = None,
@@ -458,7 +458,7 @@ def eval_command(
         "--mode", help=f"Modes to measure (repeatable) [default: {', '.join(EVAL_MODES)}]")
     ] = None,
     fusion: Annotated[str | None, typer.Option(
-        help="Hybrid fusion: rrf, minmax or zscore [default: $SURREALDOCS_HYBRID_FUSION or rrf]")
+        help="Hybrid fusion: zscore, minmax or rrf [default: $SURREALDOCS_HYBRID_FUSION or zscore]")
     ] = None,
     candidates: Annotated[int | None, typer.Option(
         help="Hits per leg before hybrid fusion [default: 100]")] = None,

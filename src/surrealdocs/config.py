@@ -63,8 +63,10 @@ class Settings:
             quality processing, keywords, pages, ...) extraction starts from. It is copied,
             never modified; surrealdocs still sets chunking, caching, timeout and
             cancellation itself. Not read from the environment.
-        hybrid_fusion: how hybrid search merges its two legs: ``rrf`` (reciprocal rank
-            fusion), ``minmax`` or ``zscore`` (a weighted sum of each leg's normalised scores).
+        hybrid_fusion: how hybrid search merges its two legs: ``zscore`` (the default) or
+            ``minmax``, a weighted sum of each leg's scores normalised over its candidates,
+            or ``rrf`` (reciprocal rank fusion, which ignores how far apart the scores are;
+            BENCHMARKS.md has the comparison that chose the default).
         hybrid_candidates: hits each leg of a hybrid search fetches before fusion.
         rrf_k: the constant k of reciprocal rank fusion, ``1 / (k + rank)``.
         text_weight, vector_weight: weights of the BM25 and vector legs in the fusion.
@@ -95,7 +97,7 @@ class Settings:
     ocr_language: str = "eng"
     embed_batch_size: int = 32
     rebuild_threshold: int = 2000
-    hybrid_fusion: str = "rrf"
+    hybrid_fusion: str = "zscore"
     hybrid_candidates: int = 100
     rrf_k: int = 60
     text_weight: float = 1.0
