@@ -3,8 +3,10 @@
     python bench/notebook_scope.py [--chunks 100000] [--notebook-chunks 10000] [--queries 40]
 
 Chunks get clustered random 384-d unit vectors (100 centres + noise, closer to real
-embeddings than uniform noise) and short texts, written straight into the schema, so the
-benchmark measures search rather than the model. Sources are put in the notebook through
+embeddings than uniform noise) and 30-word texts drawn from a Zipf distribution over a
+5,000-word vocabulary (as word frequencies in real text), written straight into the schema,
+so the benchmark measures search rather than the model. Vector, text and hybrid search are
+each timed scoped to the notebook and unscoped. Sources are put in the notebook through
 `Notebooks.link` (edges, chunk membership, the notebook's vector table), then both HNSW
 graphs are built. Scoped and unscoped queries alternate, so machine noise hits both alike;
 the brute-force filter on the shared index (`notebooks CONTAINS $nb AND <|k,ef|>`) runs as
@@ -46,11 +48,29 @@ class FixedDim(HashingEmbedder):
     """Only its name and dimension matter here: vectors are given directly."""
 
 
+VOCABULARY = 5000
+
+
+def word(rank: int) -> str:
+    """A distinct letters-only word per rank (digits would be split off by the analyzer)."""
+    letters = "bcdfghjklmnprstv"
+    out = "q"
+    while True:
+        rank, digit = divmod(rank, 16)
+        out += letters[digit] + "a"
+        if rank == 0:
+            return out
+
+
+def text(rng: np.random.Generator, words: int = 30) -> str:
+    ranks = np.minimum(rng.zipf(1.1, words), VOCABULARY)
+    return " ".join(word(int(r)) for r in ranks)
+
+
 async def load(nbs: Notebooks, n_chunks: int, per_source: int, rng: np.random.Generator,
                centres: np.ndarray) -> list[RecordID]:
     n = nbs.names
     sources = []
-    words = ["alpha", "beta", "gamma", "delta", "river", "stone", "cloud", "light"]
     for s in range(n_chunks // per_source):
         doc = RecordID(n.documents, f"src{s:05d}")
         await nbs.store.query("CREATE $d CONTENT $doc RETURN NONE;", {"d": doc, "doc": {
@@ -61,7 +81,7 @@ async def load(nbs: Notebooks, n_chunks: int, per_source: int, rng: np.random.Ge
             + 0.35 * rng.normal(size=(per_source, DIM)).astype(np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
         rows = [{"id": RecordID(n.chunks, f"src{s:05d}_{i}"), "document": doc,
-                 "content": f"{words[i % 8]} {words[(i * 7) % 8]} chunk {i} of source {s}",
+                 "content": text(rng),
                  "chunk_index": i, "char_start": 0, "char_end": 1, "word_count": 6,
                  "embedding": v.tolist()} for i, v in enumerate(vecs)]
         for start in range(0, len(rows), 100):
@@ -91,6 +111,7 @@ async def main() -> None:
         timings["load_s"] = time.perf_counter() - t0
         nb = await nbs.create_notebook("bench")
         t0 = time.perf_counter()
+        in_notebook = {str(d) for d in sources[: args.notebook_chunks // args.per_source]}
         for i, doc in enumerate(sources[: args.notebook_chunks // args.per_source]):
             await nbs.link(doc, nb)
             log(f"linked source {i + 1}")
@@ -108,23 +129,35 @@ async def main() -> None:
         queries = centres[rng.integers(0, 100, args.queries)] \
             + 0.35 * rng.normal(size=(args.queries, DIM)).astype(np.float32)
         searcher = nbs.kb._searcher
-        lat: dict[str, list[float]] = {"unscoped": [], "scoped": [], "filter_on_shared": []}
+        text_queries = [" ".join(word(int(r)) for r in rng.integers(20, 2000, 3))
+                        for _ in range(args.queries)]
+        lat: dict[str, list[float]] = {name: [] for name in (
+            "vector_unscoped", "vector_scoped", "vector_filter_on_shared", "text_unscoped",
+            "text_scoped", "hybrid_unscoped", "hybrid_scoped")}
         recall: list[float] = []
         shared_filter = Filters(notebook=nb.id)  # no vector table: filter in the shared index
-        for q in queries:
+        for q, words in zip(queries, text_queries):
             for name, call in (
-                ("unscoped", lambda q=q: nbs.vector_search(query_vector=q, min_score=-1)),
-                ("scoped", lambda q=q: nbs.vector_search(query_vector=q, notebook_id=nb.id,
-                                                         min_score=-1)),
-                ("filter_on_shared", lambda q=q: searcher.vector(q, 10, shared_filter)),
+                ("vector_unscoped",
+                 lambda q=q: nbs.vector_search(query_vector=q, min_score=-1)),
+                ("vector_scoped",
+                 lambda q=q: nbs.vector_search(query_vector=q, notebook_id=nb.id, min_score=-1)),
+                ("vector_filter_on_shared", lambda q=q: searcher.vector(q, 10, shared_filter)),
+                ("text_unscoped", lambda w=words: nbs.text_search(w)),
+                ("text_scoped", lambda w=words: nbs.text_search(w, notebook_id=nb.id)),
+                ("hybrid_unscoped", lambda w=words: nbs.hybrid_search(w)),
+                ("hybrid_scoped", lambda w=words: nbs.hybrid_search(w, notebook_id=nb.id)),
             ):
                 t0 = time.perf_counter()
                 hits: list[Any] = await call()
                 lat[name].append((time.perf_counter() - t0) * 1000)
-                if name == "scoped":
+                if name == "vector_scoped":
                     scoped_ids = {h.chunk_id for h in hits}
-                if name == "filter_on_shared":  # exact within the notebook (pending-free)
+                if name == "vector_filter_on_shared":  # exact within the notebook
                     recall.append(len(scoped_ids & {h.chunk_id for h in hits}) / 10)
+                if name.endswith("_scoped"):
+                    outside = [h for h in hits if h.document_id not in in_notebook]
+                    assert not outside, f"{name} returned chunks outside the notebook"
         await nbs.close()
     p50 = {k: statistics.median(v) for k, v in lat.items()}
     result = {
@@ -132,9 +165,12 @@ async def main() -> None:
         "queries": args.queries,
         "latency_ms_p50": {k: round(v, 1) for k, v in p50.items()},
         "latency_ms_p95": {k: round(sorted(v)[int(0.95 * len(v))], 1) for k, v in lat.items()},
-        "ratio_scoped_to_unscoped": round(p50["scoped"] / p50["unscoped"], 2),
-        "ratio_shared_filter_to_unscoped": round(p50["filter_on_shared"] / p50["unscoped"], 2),
-        "scoped_overlap_with_filtered_shared_index": round(statistics.mean(recall), 3),
+        "ratio_scoped_to_unscoped": {
+            mode: round(p50[f"{mode}_scoped"] / p50[f"{mode}_unscoped"], 2)
+            for mode in ("vector", "text", "hybrid")},
+        "ratio_vector_filter_on_shared_to_unscoped": round(
+            p50["vector_filter_on_shared"] / p50["vector_unscoped"], 2),
+        "vector_scoped_overlap_with_filtered_shared_index": round(statistics.mean(recall), 3),
         "setup_s": {k: round(v, 1) for k, v in timings.items()},
     }
     out = Path(__file__).parent / "results" / "notebook_scope.json"

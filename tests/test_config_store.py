@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,23 @@ async def test_persistence_across_reopen(tmp_path: Path) -> None:
     async with await KnowledgeBase.open(db, model="hashing-64") as kb:
         hits = await kb.search("persistent", mode="text")
         assert [h.source for h in hits] == ["note://1"]
+
+
+async def test_engine_refresh_keeps_data_and_holds_queries(tmp_path: Path) -> None:
+    db = f"surrealkv://{tmp_path / 'kb'}"
+    async with await KnowledgeBase.open(db, model="hashing-64") as kb:
+        await kb.ingest_bytes(b"persistent words", mime_type="text/plain", source="note://1")
+        client = kb.store.client
+        # queries issued around the refresh wait for the reopened engine instead of failing
+        before, refreshed, after = await asyncio.gather(
+            kb.search("persistent", mode="text"), kb.store.refresh_engine(),
+            kb.search("persistent words", mode="hybrid"))
+        assert refreshed is True and kb.store.client is client
+        assert [h.source for h in before] == [h.source for h in after] == ["note://1"]
+        await kb.rebuild_index()  # refreshes the engine again, then builds the graph
+        assert [h.source for h in await kb.search("persistent", mode="vector")] == ["note://1"]
+    async with await KnowledgeBase.open("mem://", model="hashing-64") as kb:
+        assert await kb.store.refresh_engine() is False  # closing would lose the data
 
 
 async def test_second_open_of_same_file_is_a_clear_error(tmp_path: Path) -> None:

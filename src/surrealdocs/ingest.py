@@ -446,6 +446,7 @@ async def recover(store: Store, older_than_seconds: int = 0) -> int:
 
 async def rebuild_vector_index(store: Store) -> None:
     """Rebuild the HNSW graph synchronously, so every vector is in the graph."""
+    await store.refresh_engine()  # see Store.refresh_engine: large builds hang otherwise
     await store.query(
         f"REBUILD INDEX {store.names.hnsw_index} ON {store.names.chunks};"
         " UPSERT $s SET pending_vectors = 0, rebuilt_at = time::now();",

@@ -41,7 +41,7 @@ from .embed import Embedder
 from .errors import ConfigurationError, SurrealDocsError
 from .ingest import CHUNK_ROWS_PER_STATEMENT, IngestReport, copy_vectors_sql, sha256
 from .kb import KnowledgeBase
-from .search import Filters, Hit, fuse_rrf
+from .search import Filters, Hit
 from .store.connection import Store
 
 JOB_STATUSES = ("queued", "running", "done", "failed")
@@ -279,6 +279,7 @@ class Notebooks:
         if not force and int(pending or 0) < self.kb.settings.rebuild_threshold:
             return False
         t = self.names.notebook_vectors(nb)
+        await self.store.refresh_engine()  # see Store.refresh_engine
         await self.store.query(f"REBUILD INDEX {t}_hnsw ON {t};"
                                " UPDATE $nb SET pending_vectors = 0 RETURN NONE;", {"nb": nb})
         return True
@@ -685,13 +686,12 @@ class Notebooks:
                             created_before: dt.datetime | None = None,
                             topics: Sequence[str] | None = None,
                             group_by_source: bool = False) -> list[Any]:
+        """Both legs scoped inside their queries, merged by the core's fusion (the settings'
+        ``hybrid_fusion``)."""
         filters = self._filters(notebook_id, created_after, created_before, topics)
-        vector = await asyncio.to_thread(self._embedder.embed_query, query)
         depth = max(candidates, limit * 4)
-        text_hits, vector_hits = await asyncio.gather(
-            self.kb._searcher.text(query, depth, filters),
-            self.kb._searcher.vector(vector, depth, filters))
-        hits = fuse_rrf(text_hits, vector_hits, depth)
+        hits = await self.kb._searcher.search(query, mode="hybrid", limit=depth,
+                                              filters=filters, candidates=depth)
         return _group(hits, limit) if group_by_source else hits[:limit]
 
     async def search(self, query: str, *, mode: str = "hybrid", notebook_id: Any = None,

@@ -16,6 +16,7 @@ from ..errors import ConfigurationError, StoreError
 from .names import Names, validate_identifier
 
 EMBEDDED_SCHEMES = {"mem", "memory", "surrealkv", "surrealkv+versioned", "file"}
+FILE_SCHEMES = {"surrealkv", "surrealkv+versioned", "file"}
 REMOTE_SCHEMES = {"ws", "wss", "http", "https"}
 def resolve_url(db: str | None) -> str:
     """Turn the user's ``db`` setting into a URL the SDK understands.
@@ -55,10 +56,49 @@ class Store:
     namespace: str
     database: str
     names: Names = field(default_factory=Names)
+    owned: bool = False  # opened by connect(), not a connection the caller lent us
+    _in_flight: int = field(default=0, repr=False, compare=False)
+    _idle: asyncio.Event | None = field(default=None, repr=False, compare=False)
+    _open: asyncio.Event | None = field(default=None, repr=False, compare=False)
 
     @property
     def embedded(self) -> bool:
         return urlparse(self.url).scheme in EMBEDDED_SCHEMES
+
+    @property
+    def file_backed(self) -> bool:
+        """An embedded store whose data lives in files (so closing and reopening keeps it)."""
+        return urlparse(self.url).scheme in FILE_SCHEMES
+
+    def _events(self) -> tuple[asyncio.Event, asyncio.Event]:
+        if self._idle is None or self._open is None:
+            self._idle, self._open = asyncio.Event(), asyncio.Event()
+            self._idle.set()
+            self._open.set()
+        return self._idle, self._open
+
+    async def refresh_engine(self) -> bool:
+        """Close and reopen the embedded engine of a file store this ``Store`` opened.
+
+        Why: in the embedded engine (core 3.2.4 on SurrealKV), building an HNSW graph over
+        ~100,000 vectors in the same engine session that wrote them never returns (all
+        threads parked, no CPU), while the same statement on a freshly opened engine
+        finishes (bench/notebook_scope.py; BENCHMARKS.md). Queries started meanwhile wait
+        for the engine to be back. Returns False, doing nothing, for ``mem://`` (closing it
+        would lose the data), servers, and connections lent by the caller.
+        """
+        if not (self.owned and self.file_backed):
+            return False
+        idle, is_open = self._events()
+        is_open.clear()
+        try:
+            await idle.wait()
+            await self.client.close()
+            await self.client.connect()
+            await self.client.use(self.namespace, self.database)
+        finally:
+            is_open.set()
+        return True
 
     async def query(
         self, sql: str, params: Mapping[str, Any] | None = None, *, retries: int = 3
@@ -68,11 +108,19 @@ class Store:
         Raises :class:`StoreError` naming the statement's own error (not the "not executed
         due to a failed transaction" that follows it). Write conflicts are retried.
         """
+        idle, is_open = self._events()
         for attempt in range(retries + 1):
+            await is_open.wait()
+            self._in_flight += 1
+            idle.clear()
             try:
                 raw = await self.client.query_raw(sql, dict(params or {}))
             except SurrealError as exc:
                 raise StoreError(f"{exc}") from exc
+            finally:
+                self._in_flight -= 1
+                if self._in_flight == 0:
+                    idle.set()
             error = _first_error(raw)
             if error is None:
                 return [stmt.get("result") for stmt in raw.get("result", [])]
@@ -166,4 +214,4 @@ async def connect(settings: Settings | None = None) -> Store:
     except OSError as exc:
         raise StoreError(f"cannot reach {url}: {exc}") from exc
     return Store(client=client, url=url, namespace=settings.namespace, database=settings.database,
-                 names=names)
+                 names=names, owned=True)
