@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from surrealdocs.chunk import byte_to_char_offsets, chunk_text
+from surrealdocs.chunk import Chunk, assign_pages, byte_to_char_offsets, chunk_text
 from surrealdocs.embed import get_embedder
 from surrealdocs.embed.hashing import HashingEmbedder
 from surrealdocs.embed.minilm import (
@@ -86,3 +86,14 @@ def test_hashing_embedder_is_deterministic_and_lexical() -> None:
 def test_unknown_model_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="unknown embedding model"):
         get_embedder("no-such-model")
+
+
+def test_assign_pages_from_page_starts() -> None:
+    chunks = [Chunk(index=0, content="a" * 10, char_start=0, char_end=10),
+              Chunk(index=1, content="b" * 70, char_start=190, char_end=260),
+              Chunk(index=2, content="c" * 5, char_start=300, char_end=305)]
+    assign_pages(chunks, [[2, 197], [1, 0], [3, 300]])  # any order
+    assert [(c.first_page, c.last_page) for c in chunks] == [(1, 1), (1, 2), (3, 3)]
+    untouched = [Chunk(index=0, content="a", char_start=0, char_end=1)]
+    assign_pages(untouched, None)
+    assert untouched[0].first_page is None

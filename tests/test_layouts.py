@@ -180,7 +180,7 @@ async def test_version_1_store_is_upgraded(tmp_path: Path) -> None:
         (schema, info, debris) = await kb.store.query(
             "SELECT * FROM ONLY $k; INFO FOR TABLE documents;"
             " SELECT * FROM ONLY documents:debris;", {"k": Names().schema_key})
-        assert schema["version"] == SCHEMA_VERSION == 4
+        assert schema["version"] == SCHEMA_VERSION == 5
         assert "UNIQUE" in info["indexes"]["documents_source"]
         assert "keywords" in info["fields"]
         assert "source" not in debris and debris["sources"] == ["n://1"]

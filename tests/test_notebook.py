@@ -164,6 +164,25 @@ async def test_revectorize_replaces_chunks(nbs: Notebooks) -> None:
     assert total == len(second)  # the old generation is gone
 
 
+async def test_revectorized_pdf_keeps_its_page_numbers(nbs: Notebooks) -> None:
+    nb = await nbs.create_notebook("reports")
+    await nbs.add_paths(nb, [SAMPLES / "quarterly-report.pdf"])  # two pages, 200-char chunks
+    (source,) = await nb.get_sources()
+
+    async def pages() -> list[tuple[int, int, int]]:
+        (rows,) = await nbs.store.query(
+            f"SELECT char_start, first_page, last_page, page_number FROM {nbs.names.chunks}"
+            " WHERE document = $d ORDER BY char_start;", {"d": source.id})
+        assert all(r.get("page_number") == r.get("first_page") for r in rows)
+        return [(r["char_start"], r.get("first_page"), r.get("last_page")) for r in rows]
+
+    ingested = await pages()
+    assert {p for _, first, last in ingested for p in (first, last)} == {1, 2}
+    job = await (await source.vectorize()).wait(timeout=30)
+    assert job.status == "done", job.error
+    assert await pages() == ingested  # same chunker, same text: the same spans and pages
+
+
 async def test_delete_cascades_leave_no_orphans(nbs: Notebooks) -> None:
     a = await nbs.create_notebook("A")
     b = await nbs.create_notebook("B")

@@ -7,6 +7,7 @@ offsets; here they become Python string (code point) offsets, so that
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +71,22 @@ def chunks_from_kreuzberg(content: str, kz_chunks: Sequence[Any]) -> list[Chunk]
 
 def _page(value: Any) -> int | None:
     return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def assign_pages(chunks: Sequence[Chunk], page_starts: Sequence[Sequence[int]] | None) -> None:
+    """Set each chunk's first and last page from where the pages start in the text
+    (``[page number, character offset]`` pairs, as extraction recorded them)."""
+    if not page_starts:
+        return
+    ordered = sorted((int(start), int(page)) for page, start in page_starts)
+    starts = [start for start, _ in ordered]
+
+    def page_at(offset: int) -> int:
+        return ordered[max(bisect.bisect_right(starts, offset) - 1, 0)][1]
+
+    for chunk in chunks:
+        chunk.first_page = page_at(chunk.char_start)
+        chunk.last_page = page_at(max(chunk.char_end - 1, chunk.char_start))
 
 
 def chunk_text(text: str, max_chars: int = 800, overlap: int = 100) -> list[Chunk]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .chunk import Chunk, chunks_from_kreuzberg
+from .chunk import Chunk, byte_to_char_offsets, chunks_from_kreuzberg
 from .config import Settings
 from .errors import ConfigurationError
 
@@ -52,6 +52,8 @@ class Extracted:
     keywords: list[dict[str, Any]] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # [page number, character offset where the page starts], for re-chunking with pages
+    page_starts: list[list[int]] | None = None
 
 
 @dataclass
@@ -207,6 +209,7 @@ def from_kreuzberg(source: str, result: Any, *, chunked: bool = True) -> Extract
         detected_languages=list(result.detected_languages) if result.detected_languages else None,
         keywords=_keywords(getattr(result, "extracted_keywords", None)),
         metadata=_plain(meta),
+        page_starts=_page_starts(content, meta),
         warnings=[f"{w.source}: {w.message}" for w in (result.processing_warnings or [])
                   if hasattr(w, "message")],
     )
@@ -236,6 +239,21 @@ def _clean_str(value: Any) -> str | None:
     if isinstance(value, str) and value.strip():
         return value.strip()
     return None
+
+
+def _page_starts(content: str, meta: dict[str, Any]) -> list[list[int]] | None:
+    """Where each page starts in ``content`` (kreuzberg reports UTF-8 byte offsets)."""
+    pages = meta.get("pages")
+    bounds = pages.get("boundaries") if isinstance(pages, dict) else None
+    if not isinstance(bounds, list):
+        return None
+    rows: list[tuple[int, int]] = [
+        (b["page_number"], b["byte_start"]) for b in bounds if isinstance(b, dict)
+        and isinstance(b.get("page_number"), int) and isinstance(b.get("byte_start"), int)]
+    if not rows:
+        return None
+    chars = byte_to_char_offsets(content, [b for _, b in rows])
+    return [[n, c] for (n, _), c in zip(rows, chars)]
 
 
 def _page_count(result: Any, meta: dict[str, Any]) -> int | None:

@@ -341,7 +341,7 @@ class Ingestor:
             "metadata": doc.metadata, "detected_languages": doc.detected_languages,
             "keywords": doc.keywords,
             "quality_score": doc.quality_score, "page_count": doc.page_count,
-            "chunk_count": len(rows),
+            "page_starts": doc.page_starts, "chunk_count": len(rows),
             "embedding_model": self.embedder.name if self.embedder else None,
             "complete": False,
         }

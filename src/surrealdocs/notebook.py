@@ -35,7 +35,7 @@ from typing import Any
 
 from surrealdb import RecordID
 
-from .chunk import chunk_text
+from .chunk import assign_pages, chunk_text
 from .config import Settings
 from .embed import Embedder
 from .errors import ConfigurationError, SurrealDocsError
@@ -588,12 +588,14 @@ class Notebooks:
     async def _vectorize(self, job: Job) -> None:
         n = self.names
         (doc,) = await self.store.query(
-            "SELECT id, content, generation, notebooks FROM ONLY $d;", {"d": job.target})
+            "SELECT id, content, generation, notebooks, page_starts FROM ONLY $d;",
+            {"d": job.target})
         if not doc:
             raise NotFoundError(f"source {job.target} no longer exists")
         settings = self.kb.settings
         chunks = await asyncio.to_thread(chunk_text, doc["content"], settings.chunk_size,
                                          settings.chunk_overlap)
+        assign_pages(chunks, doc.get("page_starts"))
         generation = int(doc.get("generation") or 0) + 1
         key = str(job.target.id)
         batch = max(settings.embed_batch_size, 1) * 4
@@ -612,6 +614,8 @@ class Notebooks:
                 "word_count": c.word_count, "generation": generation,
                 "notebooks": doc.get("notebooks") or [],
                 "embedding": [float(x) for x in v],
+                **({"page_number": c.first_page, "first_page": c.first_page,
+                    "last_page": c.last_page} if c.first_page is not None else {}),
             } for c, v in zip(part, vectors)]
             for i in range(0, len(rows), CHUNK_ROWS_PER_STATEMENT):
                 await self.store.query(f"INSERT INTO {n.chunks} $rows RETURN NONE;",

@@ -206,11 +206,18 @@ def _v4(names: Names, settings: Settings, dimension: int) -> str:
     return ft_index_sql(names, settings, overwrite=True) if settings.chunked else ""
 
 
+def _v5(names: Names, settings: Settings, dimension: int) -> str:
+    # where each page starts in the text, so a re-chunked document keeps its page numbers
+    return (f"DEFINE FIELD IF NOT EXISTS page_starts ON {names.documents}"
+            " TYPE option<array<array<int>>>;")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "documents, chunks (BM25 + HNSW), files", _v1),
     Migration(2, "notebooks, sources' references, notes, jobs; chunk generations", _v2),
     Migration(3, "documents.keywords; documents.source UNIQUE", _v3, _v3_prepare),
     Migration(4, "full-text index with the BM25 parameters of the settings", _v4),
+    Migration(5, "documents.page_starts", _v5),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
