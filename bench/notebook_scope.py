@@ -111,8 +111,9 @@ async def main() -> None:
         timings["load_s"] = time.perf_counter() - t0
         nb = await nbs.create_notebook("bench")
         t0 = time.perf_counter()
-        in_notebook = {str(d) for d in sources[: args.notebook_chunks // args.per_source]}
-        for i, doc in enumerate(sources[: args.notebook_chunks // args.per_source]):
+        members = sources[: args.notebook_chunks // args.per_source]
+        in_notebook = {str(d) for d in members}
+        for i, doc in enumerate(members):
             await nbs.link(doc, nb)
             log(f"linked source {i + 1}")
         timings["link_s"] = time.perf_counter() - t0

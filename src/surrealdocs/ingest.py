@@ -22,6 +22,7 @@ from typing import Any
 
 from surrealdb import RecordID
 
+from .chunk import Chunk
 from .config import Settings
 from .embed import Embedder
 from .errors import ConfigurationError, DimensionMismatchError
@@ -446,8 +447,7 @@ async def recover(store: Store, older_than_seconds: int = 0) -> int:
 
 async def rebuild_vector_index(store: Store) -> None:
     """Rebuild the HNSW graph synchronously, so every vector is in the graph."""
-    await store.refresh_engine()  # see Store.refresh_engine: large builds hang otherwise
-    await store.query(
+    await store.build_index(
         f"REBUILD INDEX {store.names.hnsw_index} ON {store.names.chunks};"
         " UPSERT $s SET pending_vectors = 0, rebuilt_at = time::now();",
         {"s": store.names.index_state_key},
@@ -477,22 +477,27 @@ def copy_vectors_sql(names: Names, table: str, document: str, extra: str = "") -
 
 def chunk_rows(names: Names, doc: Extracted, doc_id: RecordID, content_hash: str,
                vectors: Any) -> list[dict[str, Any]]:
-    rows = []
-    for chunk, vector in zip(doc.chunks, vectors if vectors is not None else repeat(None)):
-        row: dict[str, Any] = {
-            "id": RecordID(names.chunks, f"{content_hash}_{chunk.index}"),
-            "document": doc_id,
-            "content": chunk.content,
-            "chunk_index": chunk.index,
-            "char_start": chunk.char_start,
-            "char_end": chunk.char_end,
-            "word_count": chunk.word_count,
-        }
-        if vector is not None:
-            row["embedding"] = [float(x) for x in vector]
-        if chunk.first_page is not None:
-            row["page_number"] = chunk.first_page
-            row["first_page"] = chunk.first_page
-            row["last_page"] = chunk.last_page or chunk.first_page
-        rows.append(row)
-    return rows
+    return [chunk_row(RecordID(names.chunks, f"{content_hash}_{chunk.index}"), doc_id, chunk,
+                      vector)
+            for chunk, vector in zip(doc.chunks,
+                                     vectors if vectors is not None else repeat(None))]
+
+
+def chunk_row(row_id: RecordID, doc_id: RecordID, chunk: Chunk, vector: Any) -> dict[str, Any]:
+    """The stored row of one chunk: text, position, pages and (when given) its vector."""
+    row: dict[str, Any] = {
+        "id": row_id,
+        "document": doc_id,
+        "content": chunk.content,
+        "chunk_index": chunk.index,
+        "char_start": chunk.char_start,
+        "char_end": chunk.char_end,
+        "word_count": chunk.word_count,
+    }
+    if vector is not None:
+        row["embedding"] = [float(x) for x in vector]
+    if chunk.first_page is not None:
+        row["page_number"] = chunk.first_page
+        row["first_page"] = chunk.first_page
+        row["last_page"] = chunk.last_page or chunk.first_page
+    return row

@@ -39,7 +39,13 @@ from .chunk import assign_pages, chunk_text
 from .config import Settings
 from .embed import Embedder
 from .errors import ConfigurationError, SurrealDocsError
-from .ingest import CHUNK_ROWS_PER_STATEMENT, IngestReport, copy_vectors_sql, sha256
+from .ingest import (
+    CHUNK_ROWS_PER_STATEMENT,
+    IngestReport,
+    chunk_row,
+    copy_vectors_sql,
+    sha256,
+)
 from .kb import KnowledgeBase
 from .search import Filters, Hit
 from .store.connection import Store
@@ -279,8 +285,7 @@ class Notebooks:
         if not force and int(pending or 0) < self.kb.settings.rebuild_threshold:
             return False
         t = self.names.notebook_vectors(nb)
-        await self.store.refresh_engine()  # see Store.refresh_engine
-        await self.store.query(f"REBUILD INDEX {t}_hnsw ON {t};"
+        await self.store.build_index(f"REBUILD INDEX {t}_hnsw ON {t};"
                                " UPDATE $nb SET pending_vectors = 0 RETURN NONE;", {"nb": nb})
         return True
 
@@ -608,14 +613,9 @@ class Notebooks:
             vectors = await asyncio.to_thread(self._embedder.embed_documents,
                                               [c.content for c in part])
             rows = [{
-                "id": RecordID(n.chunks, f"{key}_g{generation}_{c.index}"),
-                "document": job.target, "content": c.content, "chunk_index": c.index,
-                "char_start": c.char_start, "char_end": c.char_end,
-                "word_count": c.word_count, "generation": generation,
-                "notebooks": doc.get("notebooks") or [],
-                "embedding": [float(x) for x in v],
-                **({"page_number": c.first_page, "first_page": c.first_page,
-                    "last_page": c.last_page} if c.first_page is not None else {}),
+                **chunk_row(RecordID(n.chunks, f"{key}_g{generation}_{c.index}"), job.target,
+                            c, v),
+                "generation": generation, "notebooks": doc.get("notebooks") or [],
             } for c, v in zip(part, vectors)]
             for i in range(0, len(rows), CHUNK_ROWS_PER_STATEMENT):
                 await self.store.query(f"INSERT INTO {n.chunks} $rows RETURN NONE;",

@@ -69,8 +69,7 @@ async def _reembed(store: Store, settings: Settings, embedder: Embedder,
         last = rows[-1]["id"]
         if on_progress:
             on_progress(done, n_total)
-    await store.refresh_engine()  # building a large graph in the writing session can hang
-    await store.query(
+    await store.build_index(
         hnsw_index_sql(names, settings, embedder.dimension)
         + f" UPDATE {names.documents} SET embedding_model = $model RETURN NONE;"
         " UPSERT $e CONTENT { model: $model, dimension: $dim, distance: $dist,"

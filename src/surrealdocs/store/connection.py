@@ -100,6 +100,12 @@ class Store:
             is_open.set()
         return True
 
+    async def build_index(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Any]:
+        """Run a statement that builds an HNSW graph (REBUILD or DEFINE INDEX), on a freshly
+        reopened engine where that is possible (see :meth:`refresh_engine`)."""
+        await self.refresh_engine()
+        return await self.query(sql, params)
+
     async def query(
         self, sql: str, params: Mapping[str, Any] | None = None, *, retries: int = 3
     ) -> list[Any]:
