@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from surrealdocs import KnowledgeBase, Settings
+from surrealdocs.discover import discover
 from surrealdocs.embed import get_embedder
 from surrealdocs.extract import Extracted, extract_file
-from surrealdocs.ingest import discover
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "documents"
 

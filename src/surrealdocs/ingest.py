@@ -24,6 +24,7 @@ from surrealdb import RecordID
 
 from .chunk import Chunk
 from .config import Settings
+from .discover import discover
 from .embed import Embedder
 from .errors import ConfigurationError, DimensionMismatchError
 from .extract import Extracted, ExtractFailure, extract_bytes, extract_file
@@ -83,34 +84,6 @@ def sha256(data: bytes | str) -> str:
     return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
 
 
-def discover(paths: Iterable[str | Path], glob: str = "**/*",
-             include_hidden: bool = False) -> tuple[list[Path], list[FileResult]]:
-    """Files named by ``paths`` (directories expanded with ``glob``), plus missing ones."""
-    found: list[Path] = []
-    missing: list[FileResult] = []
-    seen: set[Path] = set()
-    for raw in paths:
-        path = Path(raw).expanduser()
-        if path.is_dir():
-            candidates = sorted(p for p in path.glob(glob) if p.is_file())
-            if not include_hidden:
-                candidates = [p for p in candidates
-                              if not any(part.startswith(".") for part in
-                                         p.relative_to(path).parts)]
-        elif path.is_file():
-            candidates = [path]
-        else:
-            reason = "no such file or directory" if not path.exists() else "not a regular file"
-            missing.append(FileResult(str(raw), "failed", reason=reason))
-            continue
-        for p in candidates:
-            resolved = p.resolve()
-            if resolved not in seen:
-                seen.add(resolved)
-                found.append(resolved)
-    return found, missing
-
-
 @dataclass
 class _Source:
     """One thing to ingest: a file on disk or bytes in memory."""
@@ -148,8 +121,9 @@ class Ingestor:
         files, missing = discover(paths, glob)
         if on_discovered:
             on_discovered(len(files) + len(missing))
-        report = IngestReport(results=list(missing))
-        for r in missing:
+        report = IngestReport(results=[FileResult(raw, "failed", reason=reason)
+                                      for raw, reason in missing])
+        for r in report.results:
             if on_result:
                 on_result(r)
         sources = [_Source(key=str(p), path=p) for p in files]
