@@ -46,7 +46,7 @@ from surrealdocs.evaluate import (  # noqa: E402
     score_run,
 )
 from surrealdocs.kb import KnowledgeBase  # noqa: E402
-from surrealdocs.search import Filters, query_terms  # noqa: E402
+from surrealdocs.search import query_terms  # noqa: E402
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 DEPTH = 100
@@ -119,7 +119,7 @@ async def collect(db: str, queries: dict[str, str], doc_bm25: bool) -> dict[str,
     async with await KnowledgeBase.open(settings=Settings.from_env(db=db)) as kb:
         (rows,) = await kb.store.query(
             f"SELECT id, document, chunk_index, content, embedding FROM {kb.store.names.chunks};")
-        assert kb._searcher.embedder is not None
+        assert kb.embedder is not None
         out: dict[str, Any] = {
             "chunks": [(key(r["document"]), int(r["chunk_index"]), r["content"]) for r in rows],
             "vectors": np.array([r["embedding"] for r in rows], dtype=np.float32),
@@ -130,9 +130,9 @@ async def collect(db: str, queries: dict[str, str], doc_bm25: bool) -> dict[str,
                 f" content FULLTEXT ANALYZER {kb.store.names.analyzer}"
                 f" BM25({kb.settings.bm25_k1},{kb.settings.bm25_b});")
         for qid, text in queries.items():
-            hits = await kb._searcher.text(text, 400, Filters())
+            hits = await kb.search(text, mode="text", limit=400)
             out["text"][qid] = [(key(h.document_id), h.score) for h in hits]
-            out["query_vectors"][qid] = np.asarray(kb._searcher.embedder.embed_query(text),
+            out["query_vectors"][qid] = np.asarray(kb.embedder.embed_query(text),
                                                    dtype=np.float32)
             if doc_bm25:
                 (docs,) = await kb.store.query(

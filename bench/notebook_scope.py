@@ -33,7 +33,6 @@ from surrealdb import RecordID
 from surrealdocs import Settings
 from surrealdocs.embed.hashing import HashingEmbedder
 from surrealdocs.notebook import Notebooks
-from surrealdocs.search import Filters
 
 DIM = 384
 _T0 = time.perf_counter()
@@ -123,27 +122,34 @@ async def main() -> None:
         timings["rebuild_all_s"] = time.perf_counter() - t0
         log("rebuilding the notebook's HNSW graph")
         t0 = time.perf_counter()
-        await nbs.rebuild_notebook_index(nb.id, force=True)
+        await nbs.kb.storage.chunks.rebuild_notebook_if_due(nb.id, force=True)
         timings["rebuild_notebook_s"] = time.perf_counter() - t0
 
         log("searching")
         queries = centres[rng.integers(0, 100, args.queries)] \
             + 0.35 * rng.normal(size=(args.queries, DIM)).astype(np.float32)
-        searcher = nbs.kb._searcher
         text_queries = [" ".join(word(int(r)) for r in rng.integers(20, 2000, 3))
                         for _ in range(args.queries)]
         lat: dict[str, list[float]] = {name: [] for name in (
             "vector_unscoped", "vector_scoped", "vector_filter_on_shared", "text_unscoped",
             "text_scoped", "hybrid_unscoped", "hybrid_scoped")}
         recall: list[float] = []
-        shared_filter = Filters(notebook=nb.id)  # no vector table: filter in the shared index
+        names = nbs.kb.store.names
+
+        async def filter_on_shared(q: Any) -> Any:
+            # the baseline: the notebook filter pushed into the shared HNSW index
+            return await nbs.kb.store.query(
+                f"SELECT id, vector::distance::knn() AS d FROM {names.chunks}"
+                " WHERE notebooks CONTAINS $nb AND embedding <|10,100|> $v ORDER BY d;",
+                {"nb": nb.id, "v": [float(x) for x in q]})
+
         for q, words in zip(queries, text_queries):
             for name, call in (
                 ("vector_unscoped",
                  lambda q=q: nbs.vector_search(query_vector=q, min_score=-1)),
                 ("vector_scoped",
                  lambda q=q: nbs.vector_search(query_vector=q, notebook_id=nb.id, min_score=-1)),
-                ("vector_filter_on_shared", lambda q=q: searcher.vector(q, 10, shared_filter)),
+                ("vector_filter_on_shared", lambda q=q: filter_on_shared(q)),
                 ("text_unscoped", lambda w=words: nbs.text_search(w)),
                 ("text_scoped", lambda w=words: nbs.text_search(w, notebook_id=nb.id)),
                 ("hybrid_unscoped", lambda w=words: nbs.hybrid_search(w)),
@@ -155,7 +161,8 @@ async def main() -> None:
                 if name == "vector_scoped":
                     scoped_ids = {h.chunk_id for h in hits}
                 if name == "vector_filter_on_shared":  # exact within the notebook
-                    recall.append(len(scoped_ids & {h.chunk_id for h in hits}) / 10)
+                    shared_ids = {str(r["id"]) for r in hits[0]}
+                    recall.append(len(scoped_ids & shared_ids) / 10)
                 if name.endswith("_scoped"):
                     outside = [h for h in hits if h.document_id not in in_notebook]
                     assert not outside, f"{name} returned chunks outside the notebook"

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from surrealdocs import KnowledgeBase, Settings
-from surrealdocs.search import Filters
 
 
 def pct(values: list[float], q: float) -> float:
@@ -52,7 +51,6 @@ async def main() -> None:
             words = text.split()
             start = rng.randrange(max(1, len(words) - 8))
             queries.append(" ".join(words[start:start + 8]))
-        searcher = kb._searcher
         lat: dict[str, list[float]] = {m: [] for m in
                                        ("text", "vector_hnsw", "vector_exact", "hybrid")}
         recalls = []
@@ -61,7 +59,8 @@ async def main() -> None:
             vec = kb.embedder.embed_query(q)
             ms, _ = await timed(lambda q=q: kb.search(q, mode="text", limit=10))
             lat["text"].append(ms)
-            ms, hnsw = await timed(lambda v=vec: searcher.vector(v, 10, Filters()))
+            ms, hnsw = await timed(lambda v=vec: kb.search(mode="vector", query_vector=v,
+                                                          limit=10))
             lat["vector_hnsw"].append(ms)
             ms, exact = await timed(lambda v=vec: kb.store.query(
                 f"SELECT id, vector::similarity::cosine(embedding, $v) AS s FROM {names.chunks}"

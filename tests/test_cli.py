@@ -100,7 +100,7 @@ def test_notebook_commands(tmp_path: Path) -> None:
     assert code == 0, out
     code, out = run("notebook", "list", "--json", *common)
     listing = {n["name"]: n for n in json.loads(out)}
-    assert listing["Papers"]["sources"] == 1 and listing["Other"]["sources"] == 1
+    assert listing["Papers"]["source_count"] == 1 and listing["Other"]["source_count"] == 1
     code, out = run("notebook", "show", "Papers", "--json", *common)
     shown = json.loads(out)
     assert [s["topics"] for s in shown["sources"]] == [["ir"]]

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from surrealdocs import ConfigurationError, KnowledgeBase, Settings
-from surrealdocs.search import Hit, fuse
+from surrealdocs.fusion import fuse
+from surrealdocs.results import Hit
 
 
 def hit(chunk: str, doc: str, *, text: int | None = None, vector: int | None = None,

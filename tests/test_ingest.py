@@ -14,6 +14,8 @@ import surrealdocs.extract as extract_module
 import surrealdocs.ingest as ingest_module
 from conftest import SAMPLES
 from surrealdocs import KnowledgeBase, Settings, StoreError
+from surrealdocs.store.chunks import ChunkStorage
+from surrealdocs.store.connection import connect
 
 
 async def counts(kb: KnowledgeBase) -> tuple[int, int, int]:
@@ -142,7 +144,7 @@ async def test_failure_between_document_and_chunks_leaves_nothing(
         kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     long_text = "\n\n".join(f"Paragraph {n} about rivers and bridges. " * 8 for n in range(400))
     f = write(tmp_path / "long.md", long_text)
-    original = ingest_module.chunk_rows
+    original = ChunkStorage.rows
 
     def poisoned(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
         rows = original(*args, **kwargs)
@@ -150,11 +152,11 @@ async def test_failure_between_document_and_chunks_leaves_nothing(
         rows[-1]["embedding"] = [0.5, 0.5]  # wrong dimension: the engine rejects the row
         return rows
 
-    monkeypatch.setattr(ingest_module, "chunk_rows", poisoned)
+    monkeypatch.setattr(ChunkStorage, "rows", poisoned)
     with pytest.raises(StoreError, match="dimension"):
         await kb.ingest([f])
     assert await counts(kb) == (0, 0, 0)
-    monkeypatch.setattr(ingest_module, "chunk_rows", original)
+    monkeypatch.setattr(ChunkStorage, "rows", original)
     report = await kb.ingest([f])  # a re-run converges
     assert report.counts["ingested"] == 1
     docs, chunks, files = await counts(kb)
@@ -167,13 +169,13 @@ def test_crash_mid_ingest_leaves_nothing_after_reopen(tmp_path: Path) -> None:
     f = write(tmp_path / "long.md", long_text)
     script = textwrap.dedent(f"""
         import asyncio, os
-        import surrealdocs.ingest as ingest
         from surrealdocs import KnowledgeBase
+        from surrealdocs.store.connection import Store
 
         async def crash(*args, **kwargs):
             os._exit(9)  # the process dies after the chunks, before the final commit
 
-        ingest.Ingestor._finish_document = crash
+        Store.transaction = crash
 
         async def main():
             kb = await KnowledgeBase.open({str(db)!r}, model="hashing-64")
@@ -187,11 +189,16 @@ def test_crash_mid_ingest_leaves_nothing_after_reopen(tmp_path: Path) -> None:
     import asyncio
 
     async def check() -> None:
+        store = await connect(Settings(db=str(db)))  # the debris of the crash is there...
+        try:
+            (debris,) = await store.query("SELECT count() AS n FROM chunks GROUP ALL;")
+            assert debris[0]["n"] > 100
+        finally:
+            await store.close()
         async with await KnowledgeBase.open(str(db), model="hashing-64") as kb:
-            docs, chunks, _ = await counts(kb)
-            assert docs == 1 and chunks > 100  # the debris of the crash is there...
-            assert await kb.search("canals", mode="text") == []  # ...but never shown
-            report = await kb.ingest([f])  # and a re-run cleans it up and converges
+            assert await counts(kb) == (0, 0, 0)  # ...and opening the store cleans it up
+            assert await kb.search("canals", mode="text") == []
+            report = await kb.ingest([f])  # and a re-run converges
             assert report.counts["ingested"] == 1
             docs, chunks, files = await counts(kb)
             assert (docs, files) == (1, 1) and chunks == report.chunks_written

@@ -91,7 +91,7 @@ async def test_chunks_without_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
         assert hits and hits[0].source.endswith("bm25.txt")
         with pytest.raises(ConfigurationError, match="embed=False"):
             await kb.search("fusion", mode="hybrid")
-        assert await kb._ingestor.maybe_rebuild_index(force=True) is False
+        assert await kb.storage.chunks.rebuild_if_due(force=True) is False
 
 
 async def test_layout_is_recorded_and_enforced(tmp_path: Path) -> None:
@@ -180,10 +180,10 @@ async def test_version_1_store_is_upgraded(tmp_path: Path) -> None:
         (schema, info, debris) = await kb.store.query(
             "SELECT * FROM ONLY $k; INFO FOR TABLE documents;"
             " SELECT * FROM ONLY documents:debris;", {"k": Names().schema_key})
-        assert schema["version"] == SCHEMA_VERSION == 5
+        assert schema["version"] == SCHEMA_VERSION == 6
         assert "UNIQUE" in info["indexes"]["documents_source"]
         assert "keywords" in info["fields"]
-        assert "source" not in debris and debris["sources"] == ["n://1"]
+        assert debris is None  # an incomplete document: the open recovered (deleted) it
         hits = await kb.search("egrets", mode="text")
         assert [h.source for h in hits] == ["n://1"]
 
@@ -255,7 +255,7 @@ async def test_insert_batch_size(tmp_path: Path) -> None:
         Settings(insert_batch_size=0)
 
 
-async def test_embedder_of_the_wrong_dimension_writes_nothing(kb: KnowledgeBase) -> None:
+async def test_embedder_of_the_wrong_dimension_writes_nothing() -> None:
     class Broken:
         name = "hashing-64"
         dimension = 64
@@ -266,11 +266,12 @@ async def test_embedder_of_the_wrong_dimension_writes_nothing(kb: KnowledgeBase)
         def embed_query(self, text: str) -> Any:
             return np.zeros(32, dtype=np.float32)
 
-    kb._ingestor.embedder = Broken()
-    with pytest.raises(DimensionMismatchError, match=r"shape \(1, 32\).*dimension 64"):
-        await kb.ingest_bytes(b"some text", mime_type="text/plain", source="n://1")
-    (docs,) = await kb.store.query("SELECT VALUE id FROM documents;")
-    assert docs == []
+    async with await KnowledgeBase.open(settings=Settings(db="mem://", model="hashing-64"),
+                                        embedder=Broken()) as kb:
+        with pytest.raises(DimensionMismatchError, match=r"shape \(1, 32\).*dimension 64"):
+            await kb.ingest_bytes(b"some text", mime_type="text/plain", source="n://1")
+        (docs,) = await kb.store.query("SELECT VALUE id FROM documents;")
+        assert docs == []
 
 
 def test_boolean_and_bm25_settings_from_env() -> None:

@@ -12,31 +12,38 @@ import pytest
 import pytest_asyncio
 
 from conftest import SAMPLES
-from surrealdocs import Settings
+from surrealdocs import KnowledgeBase, Settings
 from surrealdocs.embed import get_embedder
-from surrealdocs.notebook import Note, Notebooks, NotFoundError, Source, SourceMatch
+from surrealdocs.notebook import (
+    Note,
+    Notebooks,
+    NotebookService,
+    NotFoundError,
+    Source,
+    SourceMatch,
+)
 
 
 @pytest_asyncio.fixture
-async def nbs() -> AsyncIterator[Notebooks]:
-    service = await Notebooks.open(settings=Settings(db="mem://", model="hashing-64",
-                                                     chunk_size=200, chunk_overlap=20))
+async def nbs() -> AsyncIterator[NotebookService]:
+    kb = await KnowledgeBase.open(settings=Settings(db="mem://", model="hashing-64",
+                                                    chunk_size=200, chunk_overlap=20))
     try:
-        yield service
+        yield kb.notebooks
     finally:
-        await service.close()
+        await kb.close()
 
 
-async def counts(nbs: Notebooks) -> dict[str, int]:
-    n = nbs.names
+async def counts(nbs: NotebookService) -> dict[str, int]:
+    n = nbs.kb.store.names
     out = {}
     for table in (n.documents, n.chunks, n.notebook, n.reference, n.note, n.artifact, n.job):
-        (rows,) = await nbs.store.query(f"SELECT count() AS c FROM {table} GROUP ALL;")
+        (rows,) = await nbs.kb.store.query(f"SELECT count() AS c FROM {table} GROUP ALL;")
         out[table] = int(rows[0]["c"]) if rows else 0
     return out
 
 
-async def vectorized(nbs: Notebooks, notebook: object, text: str, title: str,
+async def vectorized(nbs: NotebookService, notebook: object, text: str, title: str,
                      topics: tuple[str, ...] = ()) -> Source:
     source = await nbs.add_text(notebook, text=text, title=title, topics=topics)
     job = await source.vectorize()
@@ -45,7 +52,7 @@ async def vectorized(nbs: Notebooks, notebook: object, text: str, title: str,
     return await nbs.get_source(source.id)
 
 
-async def test_spec_examples(nbs: Notebooks) -> None:
+async def test_spec_examples(nbs: NotebookService) -> None:
     """Open Notebook's examples, adapted: vectorize a source, then a scoped vector search."""
     nb = await nbs.create_notebook("Research", description="retrieval papers")
     source = await nbs.add_text(nb, title="Dense retrieval",
@@ -69,7 +76,7 @@ async def test_spec_examples(nbs: Notebooks) -> None:
     assert len(embeddings[0].embedding) == 64 and embeddings[0].source == source.id
 
 
-async def test_notebook_crud(nbs: Notebooks) -> None:
+async def test_notebook_crud(nbs: NotebookService) -> None:
     nb = await nbs.create_notebook("A", "first")
     assert (await nbs.get_notebook("A")).id == nb.id
     assert (await nbs.get_notebook(str(nb.id))).name == "A"
@@ -85,7 +92,7 @@ async def test_notebook_crud(nbs: Notebooks) -> None:
     assert [x.title for x in await nb.get_notes()] == ["todo"]
 
 
-async def test_scoping_never_leaks(nbs: Notebooks) -> None:
+async def test_scoping_never_leaks(nbs: NotebookService) -> None:
     a = await nbs.create_notebook("A")
     b = await nbs.create_notebook("B")
     await vectorized(nbs, a, "Penguins live in Antarctica and eat krill. " * 10, "penguins")
@@ -97,7 +104,7 @@ async def test_scoping_never_leaks(nbs: Notebooks) -> None:
         assert {h.title for h in everywhere} == {"penguins", "more penguins"}
 
 
-async def test_shared_source_is_found_from_both_notebooks(nbs: Notebooks) -> None:
+async def test_shared_source_is_found_from_both_notebooks(nbs: NotebookService) -> None:
     a = await nbs.create_notebook("A")
     b = await nbs.create_notebook("B")
     shared = await vectorized(nbs, a, "Volcanoes erupt lava and ash. " * 10, "volcano")
@@ -111,7 +118,7 @@ async def test_shared_source_is_found_from_both_notebooks(nbs: Notebooks) -> Non
     assert await nbs.text_search("volcanoes lava", notebook_id=a.id)
 
 
-async def test_min_score_is_honoured(nbs: Notebooks) -> None:
+async def test_min_score_is_honoured(nbs: NotebookService) -> None:
     nb = await nbs.create_notebook("A")
     await vectorized(nbs, nb, "Alpha beta gamma delta. " * 10, "greek")
     await vectorized(nbs, nb, "Completely different words here about cooking. " * 10, "food")
@@ -122,7 +129,7 @@ async def test_min_score_is_honoured(nbs: Notebooks) -> None:
     assert {h.title for h in strict} == {"greek"}
 
 
-async def test_time_and_topic_filters(nbs: Notebooks) -> None:
+async def test_time_and_topic_filters(nbs: NotebookService) -> None:
     nb = await nbs.create_notebook("A")
     await vectorized(nbs, nb, "Rivers flow to the sea. " * 10, "old", topics=("water",))
     await asyncio.sleep(0.05)
@@ -138,7 +145,7 @@ async def test_time_and_topic_filters(nbs: Notebooks) -> None:
     assert {h.title for h in water} == {"old"}
 
 
-async def test_grouped_results(nbs: Notebooks) -> None:
+async def test_grouped_results(nbs: NotebookService) -> None:
     nb = await nbs.create_notebook("A")
     await vectorized(nbs, nb, "Glaciers are rivers of ice. " * 30, "glaciers")
     await vectorized(nbs, nb, "Ice cream is a frozen dessert. " * 30, "dessert")
@@ -151,7 +158,7 @@ async def test_grouped_results(nbs: Notebooks) -> None:
     assert len({g.source_id for g in groups}) == len(groups)
 
 
-async def test_revectorize_replaces_chunks(nbs: Notebooks) -> None:
+async def test_revectorize_replaces_chunks(nbs: NotebookService) -> None:
     nb = await nbs.create_notebook("A")
     source = await vectorized(nbs, nb, "Tides follow the moon. " * 40, "tides")
     first = await source.get_embeddings()
@@ -160,18 +167,19 @@ async def test_revectorize_replaces_chunks(nbs: Notebooks) -> None:
     assert (await job.wait(timeout=30)).status == "done"
     second = await source.get_embeddings()
     assert len(second) > len(first)
-    total = (await counts(nbs))[nbs.names.chunks]
+    total = (await counts(nbs))[nbs.kb.store.names.chunks]
     assert total == len(second)  # the old generation is gone
 
 
-async def test_revectorized_pdf_keeps_its_page_numbers(nbs: Notebooks) -> None:
+async def test_revectorized_pdf_keeps_its_page_numbers(nbs: NotebookService) -> None:
     nb = await nbs.create_notebook("reports")
     await nbs.add_paths(nb, [SAMPLES / "quarterly-report.pdf"])  # two pages, 200-char chunks
     (source,) = await nb.get_sources()
 
     async def pages() -> list[tuple[int, int, int]]:
-        (rows,) = await nbs.store.query(
-            f"SELECT char_start, first_page, last_page, page_number FROM {nbs.names.chunks}"
+        chunks = nbs.kb.store.names.chunks
+        (rows,) = await nbs.kb.store.query(
+            f"SELECT char_start, first_page, last_page, page_number FROM {chunks}"
             " WHERE document = $d ORDER BY char_start;", {"d": source.id})
         assert all(r.get("page_number") == r.get("first_page") for r in rows)
         return [(r["char_start"], r.get("first_page"), r.get("last_page")) for r in rows]
@@ -183,7 +191,7 @@ async def test_revectorized_pdf_keeps_its_page_numbers(nbs: Notebooks) -> None:
     assert await pages() == ingested  # same chunker, same text: the same spans and pages
 
 
-async def test_delete_cascades_leave_no_orphans(nbs: Notebooks) -> None:
+async def test_delete_cascades_leave_no_orphans(nbs: NotebookService) -> None:
     a = await nbs.create_notebook("A")
     b = await nbs.create_notebook("B")
     only_a = await vectorized(nbs, a, "Only in A: comets. " * 20, "comets")
@@ -192,13 +200,13 @@ async def test_delete_cascades_leave_no_orphans(nbs: Notebooks) -> None:
     await a.add_note(Note(title="n", content="note in A"))
     await a.delete(delete_exclusive_sources=True)
     c = await counts(nbs)
-    n = nbs.names
+    n = nbs.kb.store.names
     assert c[n.notebook] == 1 and c[n.note] == 0 and c[n.artifact] == 0
     assert c[n.documents] == 1 and c[n.reference] == 1
     assert c[n.chunks] == shared.chunk_count
     with pytest.raises(NotFoundError):
         await nbs.get_source(only_a.id)
-    (stale,) = await nbs.store.query(
+    (stale,) = await nbs.kb.store.query(
         f"SELECT VALUE id FROM {n.chunks} WHERE notebooks CONTAINS $a;", {"a": a.id})
     assert stale == []
     await shared.delete()
@@ -206,7 +214,7 @@ async def test_delete_cascades_leave_no_orphans(nbs: Notebooks) -> None:
     assert c[n.documents] == c[n.chunks] == c[n.reference] == c[n.job] == 0
 
 
-async def test_failed_job_records_its_error(nbs: Notebooks,
+async def test_failed_job_records_its_error(nbs: NotebookService,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     nb = await nbs.create_notebook("A")
     source = await nbs.add_text(nb, text="Doomed text. " * 20, title="doomed")
@@ -222,7 +230,7 @@ async def test_failed_job_records_its_error(nbs: Notebooks,
     assert await nbs.text_search("doomed") == []
 
 
-async def test_add_paths_uses_the_core_pipeline(nbs: Notebooks) -> None:
+async def test_add_paths_uses_the_core_pipeline(nbs: NotebookService) -> None:
     nb = await nbs.create_notebook("Samples")
     report = await nbs.add_paths(nb, [SAMPLES], topics=["demo"])
     assert report.counts["ingested"] == 5
@@ -238,7 +246,7 @@ def test_interrupted_job_resumes_after_reopen(tmp_path: Path) -> None:
     db = str(tmp_path / "kb")
     script = textwrap.dedent(f"""
         import asyncio, os
-        from surrealdocs import Settings
+        from surrealdocs import KnowledgeBase, Settings
         from surrealdocs.embed.hashing import HashingEmbedder
         from surrealdocs.notebook import Notebooks
 
@@ -277,7 +285,7 @@ def test_interrupted_job_resumes_after_reopen(tmp_path: Path) -> None:
             embeddings = await source.get_embeddings()
             assert len(embeddings) == source.chunk_count > 30
             c = await counts(nbs)
-            assert c[nbs.names.chunks] == len(embeddings)  # nothing left from the crash
+            assert c[nbs.kb.store.names.chunks] == len(embeddings)  # nothing left from the crash
             assert await nbs.text_search("resuming", limit=100)
         finally:
             await nbs.close()
@@ -285,27 +293,27 @@ def test_interrupted_job_resumes_after_reopen(tmp_path: Path) -> None:
     asyncio.run(resume())
 
 
-async def test_scoped_vector_search_walks_the_notebooks_own_index(nbs: Notebooks) -> None:
+async def test_scoped_vector_search_walks_the_notebooks_own_index(nbs: NotebookService) -> None:
     import json
 
     nb = await nbs.create_notebook("A")
     other = await nbs.create_notebook("B")
     await vectorized(nbs, nb, "Solar panels turn light into power. " * 20, "solar")
     await vectorized(nbs, other, "Wind turbines turn air into power. " * 20, "wind")
-    table = nbs.names.notebook_vectors(nb.id)
+    table = nbs.kb.store.names.notebook_vectors(nb.id)
     vec = [float(x) for x in nbs.kb.embedder.embed_query("solar power")]
-    (plan,) = await nbs.store.query(
+    (plan,) = await nbs.kb.store.query(
         f"SELECT chunk FROM {table} WHERE embedding <|5,100|> $v EXPLAIN;", {"v": vec})
     text = json.dumps(plan)
     assert '"KnnScan"' in text and f"{table}_hnsw" in text
     before = await nbs.vector_search(query_vector=vec, notebook_id=nb.id, min_score=0.0)
-    assert await nbs.rebuild_notebook_index(nb.id, force=True)
+    assert await nbs.kb.storage.chunks.rebuild_notebook_if_due(nb.id, force=True)
     after = await nbs.vector_search(query_vector=vec, notebook_id=nb.id, min_score=0.0)
     assert [h.chunk_id for h in after] == [h.chunk_id for h in before]
     assert {h.title for h in after} == {"solar"}
 
 
-async def test_changed_file_stays_in_its_notebooks(nbs: Notebooks, tmp_path: Path) -> None:
+async def test_changed_file_stays_in_its_notebooks(nbs: NotebookService, tmp_path: Path) -> None:
     f = tmp_path / "owls.md"
     f.write_text("# Owls\n\nOwls hunt at night.")
     nb = await nbs.create_notebook("Birds")
@@ -319,4 +327,4 @@ async def test_changed_file_stays_in_its_notebooks(nbs: Notebooks, tmp_path: Pat
         hits = await search("owls mice", notebook_id=nb.id)  # type: ignore[operator]
         assert hits and all(h.document_id == str(source.id) for h in hits)
     c = await counts(nbs)
-    assert c[nbs.names.documents] == 1 and c[nbs.names.reference] == 1
+    assert c[nbs.kb.store.names.documents] == 1 and c[nbs.kb.store.names.reference] == 1

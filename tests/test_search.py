@@ -9,6 +9,7 @@ import pytest
 from conftest import SAMPLES
 from surrealdocs import ConfigurationError, DimensionMismatchError, KnowledgeBase
 from surrealdocs.search import Filters, glob_to_regex, query_terms
+from surrealdocs.store.conditions import filter_conditions
 
 PASSAGES = {
     "cats.md": "# Cats\n\nDomestic cats sleep for most of the day and hunt small rodents at night.",
@@ -90,7 +91,7 @@ async def test_filters_apply_inside_the_query(corpus: KnowledgeBase) -> None:
     assert hits == []
     hits = await corpus.search("ranking", mode="hybrid", source="samples/*", limit=20)
     assert hits and all("/samples/" in h.source for h in hits)
-    assert "document.sources.any" in Filters(source="*.md").where()[0][0]
+    assert "document.sources.any" in filter_conditions(Filters(source="*.md"))[0][0]
 
 
 async def test_vector_search_uses_the_hnsw_index(corpus: KnowledgeBase) -> None:
@@ -128,8 +129,17 @@ async def test_bad_arguments(corpus: KnowledgeBase) -> None:
     with pytest.raises(ConfigurationError):
         await corpus.search("x", limit=0)
     with pytest.raises(DimensionMismatchError):
-        await corpus._searcher.vector([0.1, 0.2], 5, Filters())
-    assert await corpus.search("", mode="text") == []
+        await corpus.search(mode="vector", query_vector=[0.1, 0.2])
+    for empty in ("", "   "):  # an empty query is refused, not answered with arbitrary hits
+        for mode in ("text", "vector", "hybrid"):
+            with pytest.raises(ConfigurationError, match="empty"):
+                await corpus.search(empty, mode=mode)
+    assert await corpus.search("?!", mode="text") == []  # no word to look for
+    for bad in ({"candidates": -1}, {"candidates": 0}, {"text_weight": float("nan")},
+                {"vector_weight": float("inf")}, {"min_score": float("nan")},
+                {"text_weight": 0, "vector_weight": 0}, {"limit": True}):
+        with pytest.raises(ConfigurationError):
+            await corpus.search("market", **bad)
 
 
 def test_query_terms_strip_punctuation_and_stop_words() -> None:

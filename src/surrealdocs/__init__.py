@@ -6,18 +6,20 @@ from .errors import (
     ConfigurationError,
     DimensionMismatchError,
     EmbeddingModelMismatchError,
-    ExtractionError,
     InvalidIdentifierError,
     ModelUnavailableError,
+    NotFoundError,
     SchemaMismatchError,
     SchemaNotInitializedError,
     SchemaVersionError,
     StoreError,
     SurrealDocsError,
 )
-from .ingest import FileResult, IngestReport
-from .kb import KnowledgeBase, Stats, SyncKnowledgeBase
-from .search import Filters, Hit
+from .filters import Filters
+from .jobs import Job, JobService
+from .kb import KnowledgeBase, SyncKnowledgeBase
+from .notebook import Note, Notebook, NotebookService, Source, SourceEmbedding, SourceMatch
+from .results import FileResult, Hit, IngestReport, Stats
 from .store.connection import Store, connect
 
 __version__ = "0.1.0"
@@ -27,18 +29,26 @@ __all__ = [
     "DimensionMismatchError",
     "Embedder",
     "EmbeddingModelMismatchError",
-    "ExtractionError",
     "FileResult",
     "Filters",
     "Hit",
     "IngestReport",
     "InvalidIdentifierError",
+    "Job",
+    "JobService",
     "KnowledgeBase",
     "ModelUnavailableError",
+    "NotFoundError",
+    "Note",
+    "Notebook",
+    "NotebookService",
     "SchemaMismatchError",
     "SchemaNotInitializedError",
     "SchemaVersionError",
     "Settings",
+    "Source",
+    "SourceEmbedding",
+    "SourceMatch",
     "Stats",
     "Store",
     "StoreError",

@@ -1,14 +1,23 @@
-"""Command line: a thin face over :class:`surrealdocs.KnowledgeBase`."""
+"""Command line: a thin face over :class:`surrealdocs.KnowledgeBase`.
+
+Each command parses its options, makes one library call and prints the result (a table, or
+``to_dict()`` as JSON with ``--json``). A surrealdocs error (bad option, bad file, bad query,
+unreachable store) ends in its message and exit code 2, never a traceback.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import functools
+import inspect
 import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -17,12 +26,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .config import Settings
-from .errors import SurrealDocsError
-from .ingest import FileResult, IngestReport
+from .errors import NotFoundError, SurrealDocsError
 from .kb import KnowledgeBase
-from .notebook import Job, Note, Notebook, Notebooks, Source
-from .notebook import NotFoundError as NotebookNotFound
-from .search import MODES, Hit
+from .results import FileResult, Hit, IngestReport
+from .search import MODES
 
 EVAL_MODES = ("text", "vector", "hybrid")  # the order of surrealdocs.evaluate.EVAL_MODES
 
@@ -31,50 +38,112 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
+# No emoji codes (":smile:" in a file name stays as it is) and no guessing of colours for
+# numbers or paths: user text is printed exactly, and markup in it is escaped.
+console = Console(emoji=False, highlight=False)
+err_console = Console(stderr=True, emoji=False, highlight=False)
 T = TypeVar("T")
 
-DbOption = Annotated[str | None, typer.Option(
-    "--db", help="Store: a path, surrealkv://PATH, mem://, ws(s)://HOST:PORT or http(s)://…"
-                 " [default: $SURREALDOCS_DB or ./.surrealdocs/db]")]
-ModelOption = Annotated[str | None, typer.Option(
-    "--model", help="Embedding model [default: $SURREALDOCS_MODEL or all-minilm-l6-v2]")]
-NamespaceOption = Annotated[str | None, typer.Option("--namespace", help="SurrealDB namespace")]
-DatabaseOption = Annotated[str | None, typer.Option("--database", help="SurrealDB database")]
-UserOption = Annotated[str | None, typer.Option("--user", help="User for a SurrealDB server")]
-PasswordOption = Annotated[str | None, typer.Option(
-    "--password", help="Password for a SurrealDB server [default: $SURREALDOCS_PASSWORD]")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for machines")]
 
 
-def _settings(db: str | None, model: str | None, namespace: str | None, database: str | None,
-              user: str | None, password: str | None, **more: Any) -> Settings:
-    return Settings.from_env(db=db, model=model, namespace=namespace, database=database,
-                             user=user, password=password, **more)
+@dataclass(frozen=True)
+class StoreOptions:
+    """The options every command that opens a store takes."""
+
+    db: str | None = None
+    model: str | None = None
+    namespace: str | None = None
+    database: str | None = None
+    user: str | None = None
+    password: str | None = None
+
+    def settings(self, **more: Any) -> Settings:
+        return Settings.from_env(db=self.db, model=self.model, namespace=self.namespace,
+                                 database=self.database, user=self.user,
+                                 password=self.password, **more)
 
 
-def _run(main: Callable[[], Awaitable[T]]) -> T:
-    """Run the command's coroutine; a surrealdocs error becomes a message and exit code 2."""
-    async def run() -> T:
-        return await main()
+_STORE_OPTIONS = [
+    inspect.Parameter(
+        "db", inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option(
+            "--db", help="Store: a path, surrealkv://PATH, mem://, ws(s)://HOST:PORT or"
+                         " http(s)://… [default: $SURREALDOCS_DB or ./.surrealdocs/db]")]),
+    inspect.Parameter(
+        "model", inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option(
+            "--model", help="Embedding model [default: $SURREALDOCS_MODEL or"
+                            " all-minilm-l6-v2]")]),
+    inspect.Parameter(
+        "namespace", inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option("--namespace", help="SurrealDB namespace")]),
+    inspect.Parameter(
+        "database", inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option("--database", help="SurrealDB database")]),
+    inspect.Parameter(
+        "user", inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option(
+            "--user", help="User for a SurrealDB server")]),
+    inspect.Parameter(
+        "password", inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option(
+            "--password", help="Password for a SurrealDB server [default:"
+                               " $SURREALDOCS_PASSWORD]")]),
+]
+
+
+def store_options(command: Callable[..., T]) -> Callable[..., T]:
+    """Give a command the store options (declared once, here); it receives them as
+    ``store: StoreOptions``."""
+    signature = inspect.signature(command, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.name != "store"]
+    names = [p.name for p in _STORE_OPTIONS]
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        store = StoreOptions(**{name: kwargs.pop(name, None) for name in names})
+        return command(*args, store=store, **kwargs)
+
+    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*own, *_STORE_OPTIONS])
+    wrapper.__annotations__ = {p.name: p.annotation for p in [*own, *_STORE_OPTIONS]}
+    return wrapper
+
+
+def _run(work: Callable[[], Awaitable[T]]) -> T:
+    """Run a command's coroutine; a surrealdocs error becomes its message and exit code 2."""
+    async def main() -> T:
+        return await work()
 
     try:
-        return asyncio.run(run())
+        return asyncio.run(main())
     except SurrealDocsError as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
+        _fail(str(exc))
 
 
-def _with_kb(settings: Settings, work: Callable[[KnowledgeBase], Awaitable[T]]) -> T:
+def _fail(message: str) -> NoReturn:
+    err_console.print(f"[red]error:[/red] {escape(message)}")
+    raise typer.Exit(2)
+
+
+def _with_kb(store: StoreOptions, work: Callable[[KnowledgeBase], Awaitable[T]],
+             **settings: Any) -> T:
+    """Open the knowledge base, do ``work`` with it, close it."""
     async def main() -> T:
-        async with await KnowledgeBase.open(settings=settings) as kb:
+        async with await KnowledgeBase.open(settings=store.settings(**settings)) as kb:
             return await work(kb)
 
     return _run(main)
 
 
+def _print_json(value: Any) -> None:
+    console.print_json(json.dumps(value, default=str))
+
+
+# ----- ingest ----------------------------------------------------------------------------
 @app.command()
+@store_options
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Files and directories to ingest")],
     glob: Annotated[str, typer.Option(help="Pattern for files inside directories")] = "**/*",
@@ -84,29 +153,46 @@ def ingest(
     chunk_size: Annotated[int | None, typer.Option(help="Characters per chunk")] = None,
     chunk_overlap: Annotated[int | None, typer.Option(help="Characters of overlap")] = None,
     as_json: JsonOption = False,
-    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
-    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+    *, store: StoreOptions,
 ) -> None:
     """Ingest files: extract, chunk, embed and store them; skip the ones already stored."""
-    settings = _settings(db, model, namespace, database, user, password,
-                         chunk_size=chunk_size, chunk_overlap=chunk_overlap)
-    progress = Progress(TextColumn("[bold]ingest"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), TextColumn("{task.description}"),
-                        console=err_console, disable=as_json or not err_console.is_terminal)
-    task = progress.add_task("", total=None)
-
-    def on_result(result: FileResult) -> None:
-        progress.update(task, advance=1, description=escape(Path(result.source).name[:40]))
-
-    def on_discovered(n: int) -> None:
-        progress.update(task, total=n)
-
-    with progress:
-        report = _with_kb(settings, lambda kb: kb.ingest(
+    with _ingest_progress(as_json) as on_discovered_and_result:
+        on_discovered, on_result = on_discovered_and_result
+        report = _with_kb(store, lambda kb: kb.ingest(
             paths, glob=glob, force=force, retry_failed=retry_failed, on_result=on_result,
-            on_discovered=on_discovered))
+            on_discovered=on_discovered), chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    _show_report(report, as_json)
+
+
+class _ingest_progress:
+    """A progress bar over the files of one ingest (not shown for JSON or when piped)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.progress = Progress(TextColumn("[bold]ingest"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("{task.description}"),
+                                 console=err_console,
+                                 disable=quiet or not err_console.is_terminal)
+        self.task = self.progress.add_task("", total=None)
+
+    def __enter__(self) -> tuple[Callable[[int], None], Callable[[FileResult], None]]:
+        self.progress.__enter__()
+
+        def on_discovered(n: int) -> None:
+            self.progress.update(self.task, total=n)
+
+        def on_result(result: FileResult) -> None:
+            self.progress.update(self.task, advance=1,
+                                 description=escape(Path(result.source).name[:40]))
+
+        return on_discovered, on_result
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+
+def _show_report(report: IngestReport, as_json: bool) -> None:
     if as_json:
-        console.print_json(json.dumps(report.to_dict(), default=str))
+        _print_json(report.to_dict())
     else:
         _print_report(report)
     raise typer.Exit(1 if report.counts["failed"] else 0)
@@ -140,7 +226,9 @@ def _print_report(report: IngestReport) -> None:
         console.print(ptable)
 
 
+# ----- search ----------------------------------------------------------------------------
 @app.command()
+@store_options
 def search(
     query: Annotated[str, typer.Argument(help="What to look for")],
     mode: Annotated[str, typer.Option(help=f"One of {', '.join(MODES)}")] = "hybrid",
@@ -151,6 +239,12 @@ def search(
         "--mime-type", help="Only these MIME types (repeatable)")] = None,
     notebook: Annotated[str | None, typer.Option(
         "--notebook", help="Only sources in this notebook (name or id)")] = None,
+    topic: Annotated[list[str] | None, typer.Option(
+        "--topic", help="Only sources with one of these topics (repeatable)")] = None,
+    after: Annotated[dt.datetime | None, typer.Option(
+        "--after", help="Only sources ingested at or after this time (ISO 8601, UTC)")] = None,
+    before: Annotated[dt.datetime | None, typer.Option(
+        "--before", help="Only sources ingested before this time (ISO 8601, UTC)")] = None,
     per_document: Annotated[bool, typer.Option(
         "--per-document", help="One hit per document: its best chunk")] = False,
     fusion: Annotated[str | None, typer.Option(
@@ -160,31 +254,21 @@ def search(
     text_weight: Annotated[float | None, typer.Option(help="Weight of the BM25 leg")] = None,
     vector_weight: Annotated[float | None, typer.Option(help="Weight of the vector leg")] = None,
     as_json: JsonOption = False,
-    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
-    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+    *, store: StoreOptions,
 ) -> None:
     """Search the stored chunks (hybrid by default; vector or BM25 text on request)."""
-    settings = _settings(db, model, namespace, database, user, password)
-    if notebook is not None:
-        if source or mime_type:
-            err_console.print("[red]error:[/red] --notebook cannot be combined with --source"
-                              " or --mime-type")
-            raise typer.Exit(2)
-
-        async def scoped(nbs: Notebooks) -> list[Hit]:
-            nb = await nbs.get_notebook(notebook)
-            return await nbs.search(query, mode=mode, notebook_id=nb.id, limit=limit,
-                                    min_score=min_score)
-
-        hits = _with_notebooks(settings, scoped)
-    else:
-        hits = _with_kb(settings, lambda kb: kb.search(
-            query, mode=mode, limit=limit, min_score=min_score, source=source,
-            mime_type=mime_type or None, per_document=per_document, fusion=fusion,
-            candidates=candidates, text_weight=text_weight, vector_weight=vector_weight))
+    hits = _with_kb(store, lambda kb: kb.search(
+        query, mode=mode, limit=limit, min_score=min_score, source=source,
+        mime_type=mime_type or None, notebook=notebook, topics=topic or None,
+        created_after=after, created_before=before, per_document=per_document, fusion=fusion,
+        candidates=candidates, text_weight=text_weight, vector_weight=vector_weight))
     if as_json:
-        console.print_json(json.dumps([h.to_dict() for h in hits], default=str))
+        _print_json([h.to_dict() for h in hits])
         return
+    _print_hits(hits, mode, query)
+
+
+def _print_hits(hits: list[Hit], mode: str, query: str) -> None:
     if not hits:
         console.print("no hits")
         return
@@ -206,88 +290,68 @@ def search(
     console.print(table)
 
 
-def _with_notebooks(settings: Settings, work: Callable[[Notebooks], Awaitable[T]]) -> T:
-    async def main() -> T:
-        async with await Notebooks.open(settings=settings, run_jobs=False) as nbs:
-            return await work(nbs)
-
-    return _run(main)
-
-
+# ----- notebooks -------------------------------------------------------------------------
 notebook_app = typer.Typer(help="Notebooks: named collections of sources, searchable alone.",
                            no_args_is_help=True)
 app.add_typer(notebook_app, name="notebook")
 
 
 @notebook_app.command("create")
+@store_options
 def notebook_create(
     name: Annotated[str, typer.Argument(help="Notebook name (unique)")],
     description: Annotated[str, typer.Option(help="What it is for")] = "",
-    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
-    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
 ) -> None:
     """Create a notebook."""
-    settings = _settings(db, model, namespace, database, user, password)
-    nb = _with_notebooks(settings, lambda nbs: nbs.create_notebook(name, description))
+    nb = _with_kb(store, lambda kb: kb.notebooks.create_notebook(name, description))
+    if as_json:
+        _print_json(nb.to_dict())
+        return
     console.print(f"created notebook {escape(nb.name)} ({nb.id})")
 
 
 @notebook_app.command("list")
-def notebook_list(
-    as_json: JsonOption = False,
-    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
-    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
-) -> None:
+@store_options
+def notebook_list(as_json: JsonOption = False, *, store: StoreOptions) -> None:
     """List notebooks with their number of sources."""
-    settings = _settings(db, model, namespace, database, user, password)
-
-    async def work(nbs: Notebooks) -> list[tuple[Notebook, int]]:
-        return [(nb, len(await nbs.sources(notebook=nb))) for nb in await nbs.list_notebooks()]
-
-    rows = _with_notebooks(settings, work)
+    notebooks = _with_kb(store, lambda kb: kb.notebooks.list_notebooks())
     if as_json:
-        console.print_json(json.dumps([{"id": str(nb.id), "name": nb.name,
-                                        "description": nb.description,
-                                        "archived": nb.archived, "sources": n}
-                                       for nb, n in rows]))
+        _print_json([nb.to_dict() for nb in notebooks])
         return
     table = Table(title="Notebooks")
     for column in ("name", "sources", "description", "id"):
         table.add_column(column)
-    for nb, n in rows:
+    for nb in notebooks:
         table.add_row(escape(nb.name) + (" [dim](archived)[/dim]" if nb.archived else ""),
-                      str(n), escape(nb.description), str(nb.id))
+                      str(nb.source_count or 0), escape(nb.description), str(nb.id))
     console.print(table)
 
 
 @notebook_app.command("show")
+@store_options
 def notebook_show(
     name: Annotated[str, typer.Argument(help="Notebook name or id")],
     as_json: JsonOption = False,
-    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
-    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+    *, store: StoreOptions,
 ) -> None:
     """Show a notebook's sources and notes."""
-    settings = _settings(db, model, namespace, database, user, password)
+    async def work(kb: KnowledgeBase) -> tuple[Any, list[Any], list[Any]]:
+        nb = await kb.notebooks.get_notebook(name)
+        return nb, await kb.notebooks.sources(nb), await kb.notebooks.notes(nb)
 
-    async def work(nbs: Notebooks) -> tuple[Notebook, list[Source], list[Note]]:
-        nb = await nbs.get_notebook(name)
-        return nb, await nbs.sources(notebook=nb), await nbs.notes(nb)
-
-    nb, sources, notes = _with_notebooks(settings, work)
+    nb, sources, notes = _with_kb(store, work)
     if as_json:
-        console.print_json(json.dumps({
-            "id": str(nb.id), "name": nb.name, "description": nb.description,
-            "sources": [{"id": str(s.id), "title": s.title, "chunks": s.chunk_count,
-                         "topics": s.topics, "asset": s.asset} for s in sources],
-            "notes": [{"id": str(n.id), "title": n.title} for n in notes]}, default=str))
+        _print_json({**nb.to_dict(), "sources": [s.to_dict(text=False) for s in sources],
+                     "notes": [n.to_dict() for n in notes]})
         return
     console.print(f"[bold]{escape(nb.name)}[/bold] {escape(nb.description)} ({nb.id})")
     table = Table(title=f"{len(sources)} sources")
     for column in ("title", "chunks", "topics", "id"):
         table.add_column(column, overflow="fold")
     for src in sources:
-        table.add_row(escape(src.title or ""), str(src.chunk_count),
+        table.add_row(escape(src.title or src.source or ""), str(src.chunk_count),
                       escape(", ".join(src.topics)), str(src.id))
     console.print(table)
     for note in notes:
@@ -295,21 +359,21 @@ def notebook_show(
 
 
 @notebook_app.command("delete")
+@store_options
 def notebook_delete(
     name: Annotated[str, typer.Argument(help="Notebook name or id")],
     delete_sources: Annotated[bool, typer.Option(
         help="Also delete the sources that no other notebook references")] = False,
-    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
-    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+    *, store: StoreOptions,
 ) -> None:
     """Delete a notebook, its edges and notes (and, on request, its own sources)."""
-    settings = _settings(db, model, namespace, database, user, password)
-    _with_notebooks(settings, lambda nbs: nbs.delete_notebook(
+    _with_kb(store, lambda kb: kb.notebooks.delete_notebook(
         name, delete_exclusive_sources=delete_sources))
     console.print(f"deleted notebook {escape(name)}")
 
 
 @app.command("add")
+@store_options
 def add(
     notebook: Annotated[str, typer.Argument(help="Notebook name or id")],
     paths: Annotated[list[Path], typer.Argument(help="Files and directories to add")],
@@ -317,138 +381,122 @@ def add(
     topic: Annotated[list[str] | None, typer.Option(
         "--topic", help="Topic to tag the sources with (repeatable)")] = None,
     as_json: JsonOption = False,
-    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
-    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+    *, store: StoreOptions,
 ) -> None:
     """Ingest files into a notebook (creating the notebook if it does not exist)."""
-    settings = _settings(db, model, namespace, database, user, password)
-
-    async def work(nbs: Notebooks) -> IngestReport:
+    async def work(kb: KnowledgeBase) -> IngestReport:
         try:
-            nb = await nbs.get_notebook(notebook)
-        except NotebookNotFound:
-            nb = await nbs.create_notebook(notebook)
-        return await nbs.add_paths(nb, paths, topics=topic or (), glob=glob)
+            nb = await kb.notebooks.get_notebook(notebook)
+        except NotFoundError:
+            nb = await kb.notebooks.create_notebook(notebook)
+        return await kb.notebooks.add_paths(nb, paths, topics=topic or (), glob=glob)
 
-    report = _with_notebooks(settings, work)
-    if as_json:
-        console.print_json(json.dumps(report.to_dict(), default=str))
-    else:
-        _print_report(report)
-    raise typer.Exit(1 if report.counts["failed"] else 0)
+    _show_report(_with_kb(store, work), as_json)
 
 
 @app.command()
+@store_options
 def jobs(
     status: Annotated[str | None, typer.Option(help="Only jobs with this status")] = None,
     run: Annotated[bool, typer.Option(help="Run the queued jobs now, then list")] = False,
     as_json: JsonOption = False,
-    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
-    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+    *, store: StoreOptions,
 ) -> None:
-    """List background jobs (vectorize) with their status, progress and error."""
-    settings = _settings(db, model, namespace, database, user, password)
-
-    async def work(nbs: Notebooks) -> list[Job]:
+    """List background jobs with their status, progress and error."""
+    async def work(kb: KnowledgeBase) -> list[Any]:
         if run:
-            await nbs.run_pending_jobs()
-        return await nbs.jobs(status)
+            await kb.jobs.run_pending()
+        return await kb.jobs.list(status=status)
 
-    rows = _with_notebooks(settings, work)
+    rows = _with_kb(store, work)
     if as_json:
-        console.print_json(json.dumps([{"id": str(j.id), "kind": j.kind,
-                                        "target": str(j.target), "status": j.status,
-                                        "progress": j.progress, "error": j.error,
-                                        "attempts": j.attempts} for j in rows]))
+        _print_json([j.to_dict() for j in rows])
         return
     table = Table(title="Jobs")
-    for column in ("id", "kind", "source", "status", "progress", "error"):
+    for column in ("id", "kind", "target", "status", "progress", "error"):
         table.add_column(column, overflow="fold")
     for j in rows:
-        table.add_row(str(j.id), j.kind, str(j.target), j.status, f"{j.progress:.0%}",
+        table.add_row(str(j.id), j.kind, str(j.target or ""), j.status, f"{j.progress:.0%}",
                       escape(j.error or ""))
     console.print(table)
 
 
+# ----- store maintenance -----------------------------------------------------------------
 @app.command()
-def stats(
-    as_json: JsonOption = False,
-    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
-    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
-) -> None:
+@store_options
+def stats(as_json: JsonOption = False, *, store: StoreOptions) -> None:
     """Show what the store holds."""
-    settings = _settings(db, model, namespace, database, user, password)
-    result = _with_kb(settings, lambda kb: kb.stats())
+    result = _with_kb(store, lambda kb: kb.stats())
     if as_json:
-        console.print_json(json.dumps(result.to_dict(), default=str))
+        _print_json(result.to_dict())
         return
     table = Table(title="surrealdocs store", show_header=False)
     table.add_column("what")
     table.add_column("value", overflow="fold")
-    table.add_row("store", result.url)
+    table.add_row("store", escape(result.url))
     table.add_row("schema version", str(result.schema_version))
-    table.add_row("embedding model", f"{result.model} ({result.dimension} dimensions)")
+    table.add_row("embedding model", f"{escape(result.model)} ({result.dimension} dimensions)")
     table.add_row("documents", str(result.documents))
     table.add_row("chunks", str(result.chunks))
+    table.add_row("notebooks", str(result.notebooks))
     for status, n in sorted(result.sources.items()):
         table.add_row(f"sources {status}", str(n))
     for mime, n in sorted(result.mime_types.items(), key=lambda kv: -kv[1]):
-        table.add_row(f"  {mime}", str(n))
+        table.add_row(f"  {escape(mime)}", str(n))
     table.add_row("vectors not yet in the HNSW graph", str(result.vectors_outside_graph))
     console.print(table)
 
 
 @app.command()
+@store_options
 def delete(
     sources: Annotated[list[str], typer.Argument(help="Sources (paths or names) to forget")],
-    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
-    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
+    *, store: StoreOptions,
 ) -> None:
     """Forget sources; a document goes when no source refers to it any more."""
-    settings = _settings(db, model, namespace, database, user, password)
-
     async def work(kb: KnowledgeBase) -> list[bool]:
         return [await kb.delete(s) for s in sources]
 
-    found = _with_kb(settings, work)
+    found = _with_kb(store, work)
     for source, ok in zip(sources, found):
         console.print(f"{'deleted' if ok else 'not found'}: {escape(source)}")
     raise typer.Exit(0 if all(found) else 1)
 
 
 @app.command("rebuild-index")
-def rebuild_index(
-    db: DbOption = None, model: ModelOption = None, namespace: NamespaceOption = None,
-    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
-) -> None:
+@store_options
+def rebuild_index(*, store: StoreOptions) -> None:
     """Build the HNSW graph over every stored vector (ingest does it after big loads)."""
-    settings = _settings(db, model, namespace, database, user, password)
-    _with_kb(settings, lambda kb: kb.rebuild_index())
+    _with_kb(store, lambda kb: kb.rebuild_index())
     console.print("vector index rebuilt")
 
 
 @app.command()
-def reembed(
-    model: Annotated[str, typer.Option("--model", help="The new embedding model")],
-    db: DbOption = None, namespace: NamespaceOption = None,
-    database: DatabaseOption = None, user: UserOption = None, password: PasswordOption = None,
-) -> None:
-    """Re-embed every chunk with another model and rebuild the vector index for it."""
+@store_options
+def reembed(*, store: StoreOptions) -> None:
+    """Re-embed every chunk with another model (--model) and rebuild the vector indexes."""
     from .embed import get_embedder
     from .reembed import reembed as reembed_store
 
-    settings = _settings(db, model, namespace, database, user, password)
+    if not store.model:
+        _fail("reembed needs the new model: --model NAME")
+    model = str(store.model)
     progress = Progress(TextColumn("[bold]reembed"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=err_console,
                         disable=not err_console.is_terminal)
     task = progress.add_task("", total=None)
+
+    async def work() -> int:
+        return await reembed_store(
+            store.settings(), get_embedder(model),
+            lambda done, total: progress.update(task, completed=done, total=total))
+
     with progress:
-        n = _run(lambda: reembed_store(
-            settings, get_embedder(model),
-            lambda done, total: progress.update(task, completed=done, total=total)))
-    console.print(f"{n} chunks re-embedded with {model}")
+        n = _run(work)
+    console.print(f"{n} chunks re-embedded with {escape(model)}")
 
 
+# ----- evaluation ------------------------------------------------------------------------
 @app.command("eval")
 def eval_command(
     dataset: Annotated[Path, typer.Argument(
@@ -470,7 +518,9 @@ def eval_command(
         "--output", "-o", help="Also write the figures as JSON to this file")] = None,
     db: Annotated[str | None, typer.Option(
         "--db", help="Store for the corpus; must be empty [default: mem://]")] = None,
-    model: ModelOption = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="Embedding model [default: $SURREALDOCS_MODEL or all-minilm-l6-v2]")
+    ] = None,
 ) -> None:
     """Measure retrieval quality on a BEIR dataset: nDCG@10, Recall@100, MRR@10 per mode.
 
@@ -479,9 +529,6 @@ def eval_command(
     """
     from .evaluate import evaluate
 
-    settings = Settings.from_env(
-        db=db or "mem://", model=model, chunk_size=chunk_size, hybrid_fusion=fusion,
-        hybrid_candidates=candidates, text_weight=text_weight, vector_weight=vector_weight)
     progress = Progress(TextColumn("[bold]{task.fields[stage]}"), BarColumn(),
                         MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
                         disable=as_json or not err_console.is_terminal)
@@ -490,21 +537,23 @@ def eval_command(
     def on_progress(stage: str, done: int, total: int) -> None:
         progress.update(task, completed=done, total=total, stage=stage)
 
-    try:
-        with progress:
-            report = asyncio.run(evaluate(dataset, settings=settings, modes=mode or EVAL_MODES,
-                                          split=split, on_progress=on_progress))
-    except SurrealDocsError as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
+    async def work() -> Any:
+        settings = Settings.from_env(
+            db=db or "mem://", model=model, chunk_size=chunk_size, hybrid_fusion=fusion,
+            hybrid_candidates=candidates, text_weight=text_weight, vector_weight=vector_weight)
+        return await evaluate(dataset, settings=settings, modes=mode or EVAL_MODES,
+                              split=split, on_progress=on_progress)
+
+    with progress:
+        report = _run(work)
     figures = report.to_dict()
     if output:
         output.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     if as_json:
-        console.print_json(json.dumps(figures))
+        _print_json(figures)
         return
-    table = Table(title=f"{report.dataset} ({report.split}): {report.queries} queries, "
-                        f"{report.documents} documents, {report.chunks} chunks")
+    table = Table(title=f"{escape(report.dataset)} ({escape(report.split)}): {report.queries}"
+                        f" queries, {report.documents} documents, {report.chunks} chunks")
     for column in ("mode", "nDCG@10", "Recall@100", "MRR@10", "time", "per query"):
         table.add_column(column, justify="left" if column == "mode" else "right")
     for r in report.results:
@@ -529,6 +578,9 @@ def main() -> None:
         app()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except SurrealDocsError as exc:  # raised outside a command's own handling
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        code = 2
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

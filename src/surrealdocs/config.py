@@ -8,6 +8,7 @@ back to its default. Arguments win over the environment.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -70,6 +71,7 @@ class Settings:
         hybrid_candidates: hits each leg of a hybrid search fetches before fusion.
         rrf_k: the constant k of reciprocal rank fusion, ``1 / (k + rank)``.
         text_weight, vector_weight: weights of the BM25 and vector legs in the fusion.
+        max_query_chars: longest query text accepted.
     """
 
     db: str | None = None
@@ -102,12 +104,26 @@ class Settings:
     rrf_k: int = 60
     text_weight: float = 1.0
     vector_weight: float = 1.0
+    max_query_chars: int = 10_000
     kreuzberg_config: Any = field(default=None, compare=False, repr=False,
                                   metadata=_NOT_FROM_ENV)
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False,
                                   metadata=_NOT_FROM_ENV)
 
     def __post_init__(self) -> None:
+        for f in fields(self):
+            kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+            value = getattr(self, f.name)
+            if kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigurationError(f"{f.name} must be an integer, got {value!r}")
+            if kind == "float":
+                if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                        or not math.isfinite(value):
+                    raise ConfigurationError(f"{f.name} must be a finite number, got {value!r}")
+                object.__setattr__(self, f.name, float(value))
+        for name in ("rrf_k", "rebuild_threshold"):
+            if getattr(self, name) < 0:
+                raise ConfigurationError(f"{name} must be zero or positive")
         if self.chunk_size < 50:
             raise ConfigurationError(
                 f"chunk_size must be at least 50 characters, got {self.chunk_size}")
@@ -122,7 +138,7 @@ class Settings:
             )
         object.__setattr__(self, "hnsw_distance", str(self.hnsw_distance).upper())
         for name in ("hnsw_efc", "hnsw_m", "hnsw_ef", "extract_concurrency", "embed_batch_size",
-                     "insert_batch_size"):
+                     "insert_batch_size", "hybrid_candidates", "max_query_chars"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
@@ -166,8 +182,18 @@ class Settings:
             if raw is None or raw == "":
                 continue
             values[f.name] = _coerce(f, raw)
+        from_env = set(values)
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        try:
+            return cls(**values)
+        except ConfigurationError as exc:
+            given = {k for k, v in overrides.items() if v is not None}
+            named = [n for n in from_env - given if str(exc).startswith(n + " ")
+                     or f" {n} " in str(exc)]
+            if named:
+                raise ConfigurationError(
+                    f"{exc} (set by {ENV_PREFIX}{named[0].upper()})") from exc
+            raise
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

@@ -1,4 +1,8 @@
-"""The exceptions surrealdocs raises. All derive from :class:`SurrealDocsError`."""
+"""The exceptions surrealdocs raises. All derive from :class:`SurrealDocsError`.
+
+Faces map them to their own conventions: the CLI prints the message and exits with code 2,
+the compatibility facades re-raise them as their original library's types.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,10 @@ class InvalidIdentifierError(ConfigurationError):
     """A table, index or analyzer name is not a safe SurrealQL identifier."""
 
 
+class NotFoundError(SurrealDocsError, LookupError):
+    """No notebook, source, document, note or job with that id or name."""
+
+
 class StoreError(SurrealDocsError):
     """The database refused a query or could not be reached."""
 
@@ -27,12 +35,21 @@ class SchemaMismatchError(StoreError):
     """The tables exist with another layout or analyzer, or were not made by surrealdocs."""
 
 
-class EmbeddingModelMismatchError(StoreError):
-    """The store was embedded with another model than the one asked for."""
-
-
 class SchemaNotInitializedError(StoreError):
-    """The tables have not been created yet."""
+    """The tables have not been created yet (a knowledge base opened with ``create=False``)."""
+
+
+class EmbeddingModelMismatchError(StoreError):
+    """The store was embedded with another model than the one asked for.
+
+    ``stored`` and ``requested`` are ``(model, dimension)`` pairs.
+    """
+
+    def __init__(self, message: str, *, stored: tuple[str, int] | None = None,
+                 requested: tuple[str, int] | None = None) -> None:
+        super().__init__(message)
+        self.stored = stored
+        self.requested = requested
 
 
 class DimensionMismatchError(SurrealDocsError, ValueError):
@@ -41,7 +58,3 @@ class DimensionMismatchError(SurrealDocsError, ValueError):
 
 class ModelUnavailableError(SurrealDocsError):
     """An embedding model cannot be loaded offline on this machine."""
-
-
-class ExtractionError(SurrealDocsError):
-    """A document could not be turned into text."""

@@ -3,60 +3,72 @@
 >>> kb = await KnowledgeBase.open()                 # embedded file store in ./.surrealdocs/
 >>> report = await kb.ingest(["docs/"], glob="**/*.pdf")
 >>> hits = await kb.search("quarterly revenue", mode="hybrid", limit=5)
+>>> nb = await kb.notebooks.create_notebook("Research")
 >>> await kb.close()
 
-:class:`SyncKnowledgeBase` offers the same calls without ``await``.
+Every face (the CLI, the servers, the compatibility facades) goes through this class:
+ingest, search with every option and filter, notebooks (``kb.notebooks``), background jobs
+(``kb.jobs``), statistics. :class:`SyncKnowledgeBase` offers the same calls without
+``await``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
 from .config import Settings
-from .embed import Embedder, get_embedder
-from .ingest import FileResult, Ingestor, IngestReport, ProgressCallback, rebuild_vector_index
-from .search import Filters, Hit, Searcher
+from .embed import Embedder, EmbeddingRunner, get_embedder
+from .errors import ConfigurationError, SchemaNotInitializedError
+from .filters import Filters
+from .ingest import Ingestor, ProgressCallback
+from .jobs import JobService
+from .notebook import Notebook, NotebookService
+from .results import FileResult, Hit, IngestReport, Stats
+from .search import Searcher
 from .store.connection import Store, connect
-from .store.schema import SCHEMA_VERSION, ensure_schema
+from .store.names import Names
+from .store.schema import SCHEMA_VERSION, ensure_schema, layout_of, read_schema
+from .store.storage import Storage
 
 T = TypeVar("T")
 
-
-@dataclass
-class Stats:
-    url: str
-    schema_version: int
-    model: str
-    dimension: int
-    documents: int
-    chunks: int
-    sources: dict[str, int] = field(default_factory=dict)
-    mime_types: dict[str, int] = field(default_factory=dict)
-    vectors_outside_graph: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+# Incomplete documents older than this are a crashed writer's on a shared server; on an
+# embedded store this process is the only writer, so every incomplete document is debris.
+REMOTE_RECOVERY_AGE_SECONDS = 3600
 
 
 class KnowledgeBase:
-    """Documents, chunks and vectors in one SurrealDB store, searchable three ways."""
+    """Documents, chunks and vectors in one SurrealDB store, searchable three ways.
+
+    Open one with :meth:`open` (from a URL) or :meth:`around` (on a connection you opened).
+    Attributes: ``store`` (the connection), ``settings``, ``embedder`` (``None`` for stores
+    without vectors), ``storage`` (the owners of the tables), ``notebooks``, ``jobs``.
+    """
 
     def __init__(self, store: Store, embedder: Embedder | None, settings: Settings) -> None:
         self.store = store
-        self.embedder = embedder
         self.settings = settings
-        self._ingestor = Ingestor(store, embedder, settings)
-        self._searcher = Searcher(store, embedder, settings)
+        self.embedder = embedder if settings.vectors else None
+        self.embedding = EmbeddingRunner(self.embedder, settings.embed_batch_size * 2) \
+            if self.embedder else None
+        self.storage = Storage.of(store, settings,
+                                  self.embedder.dimension if self.embedder else 0)
+        self.jobs = JobService(self.storage.jobs, exclusive=store.owned and store.embedded)
+        self._ingestor = Ingestor(self.storage, self.embedding, settings)
+        self._searcher = Searcher(self.storage, self.embedding, settings)
+        self._notebooks = NotebookService(self) if settings.chunked else None
 
+    # ----- opening and closing ---------------------------------------------------------
     @classmethod
     async def open(cls, db: str | None = None, *, settings: Settings | None = None,
-                   embedder: Embedder | None = None, **overrides: Any) -> KnowledgeBase:
+                   embedder: Embedder | None = None, run_jobs: bool = False,
+                   **overrides: Any) -> KnowledgeBase:
         """Open (and create or upgrade) a knowledge base.
 
         Args:
@@ -65,6 +77,8 @@ class KnowledgeBase:
             embedder: a ready embedder (its ``name`` is recorded in the store); otherwise the
                 model named by ``settings.model`` is loaded. Stores without vectors
                 (``chunked`` or ``embed`` false) load no model.
+            run_jobs: start running queued background jobs now (they also start when this
+                process queues one).
         """
         settings = settings or Settings.from_env(**overrides)
         if db is not None:
@@ -72,12 +86,53 @@ class KnowledgeBase:
         embedder = (embedder or get_embedder(settings.model)) if settings.vectors else None
         store = await connect(settings)
         try:
-            await ensure_schema(store, settings, embedder.name if embedder else None,
-                                embedder.dimension if embedder else 0)
+            return await cls._on(store, settings, embedder, create=True, run_jobs=run_jobs)
         except BaseException:
             await store.close()
             raise
-        return cls(store, embedder, settings)
+
+    @classmethod
+    async def around(cls, connection: Any, *, settings: Settings | None = None,
+                     embedder: Embedder | None = None, create: bool = True,
+                     run_jobs: bool = False) -> KnowledgeBase:
+        """A knowledge base on a SurrealDB SDK connection you opened, signed in and
+        ``use()``d (the namespace and database come from it). Closing the knowledge base
+        leaves the connection open: it is yours.
+
+        With ``create=False`` the tables must exist already (else
+        :class:`SchemaNotInitializedError`), and their full-text analyzer's language is
+        adopted instead of the settings'.
+        """
+        settings = settings or Settings()
+        names = Names(settings.documents_table, settings.chunks_table,
+                      settings.analyzer_language)
+        store = await Store.around(connection, names)
+        settings = settings.replace(namespace=store.namespace, database=store.database)
+        if not create:
+            schema = await read_schema(store)
+            if not schema or int(schema.get("version", 0)) < 1:
+                raise SchemaNotInitializedError(
+                    f"no surrealdocs tables {names.documents}/{names.chunks} in "
+                    f"{store.namespace}/{store.database}: create them first")
+            language = layout_of(schema)[2].removeprefix("sd_")
+            store.names = Names(names.documents, names.chunks, language)
+            settings = settings.replace(analyzer_language=language)
+        embedder = (embedder or get_embedder(settings.model)) if settings.vectors else None
+        return await cls._on(store, settings, embedder, create=create, run_jobs=run_jobs)
+
+    @classmethod
+    async def _on(cls, store: Store, settings: Settings, embedder: Embedder | None, *,
+                  create: bool, run_jobs: bool) -> KnowledgeBase:
+        await ensure_schema(store, settings, embedder.name if embedder else None,
+                            embedder.dimension if embedder else 0)
+        kb = cls(store, embedder, settings)
+        exclusive = store.owned and store.embedded
+        await kb.storage.documents.recover(0 if exclusive else REMOTE_RECOVERY_AGE_SECONDS)
+        if settings.chunked:
+            await kb.jobs.requeue_interrupted()
+            if run_jobs:
+                kb.jobs.start()
+        return kb
 
     async def __aenter__(self) -> KnowledgeBase:
         return self
@@ -87,8 +142,21 @@ class KnowledgeBase:
         await self.close()
 
     async def close(self) -> None:
-        await self.store.close()
+        """Stop the job runner (a running job is resumed at the next open) and close the
+        store, unless it is a connection the caller lent (:meth:`around`)."""
+        await self.jobs.stop()
+        if self.store.owned:
+            await self.store.close()
 
+    @property
+    def notebooks(self) -> NotebookService:
+        """Notebooks, their sources and notes (stores with chunks only)."""
+        if self._notebooks is None:
+            raise ConfigurationError("this store holds whole documents only: notebooks need "
+                                     "chunks (chunked=True)")
+        return self._notebooks
+
+    # ----- ingest ----------------------------------------------------------------------
     async def ingest(self, paths: Iterable[str | Path], *, glob: str = "**/*",
                      force: bool = False, retry_failed: bool = False,
                      on_result: ProgressCallback | None = None,
@@ -98,6 +166,8 @@ class KnowledgeBase:
         Unchanged files (same bytes as last time) are skipped before extraction; ``force``
         re-extracts them, ``retry_failed`` retries only the ones that failed last time.
         """
+        if not isinstance(glob, str) or not glob.strip():
+            raise ConfigurationError("the glob is empty: use '**/*' for every file")
         return await self._ingestor.ingest_paths(
             paths, glob=glob, force=force, retry_failed=retry_failed, on_result=on_result,
             on_discovered=on_discovered)
@@ -124,59 +194,66 @@ class KnowledgeBase:
             ((source, text.encode("utf-8"), mime_type) for source, text in pairs),
             force=force, on_result=on_result)
 
-    async def search(self, query: str, *, mode: str = "hybrid", limit: int = 10,
-                     min_score: float | None = None, source: str | None = None,
-                     mime_type: str | Sequence[str] | None = None,
-                     candidates: int | None = None, fusion: str | None = None,
-                     rrf_k: int | None = None, text_weight: float | None = None,
-                     vector_weight: float | None = None,
-                     per_document: bool = False) -> list[Hit]:
-        """Search chunks by ``mode`` (hybrid, vector or text), optionally filtered by a
-        source glob and MIME type(s).
-
-        Hybrid search fuses ``candidates`` hits of each leg with ``fusion`` (``rrf``,
-        ``minmax`` or ``zscore``), weighting the legs by ``text_weight`` and
-        ``vector_weight``; unset, these come from the settings. ``per_document`` returns one
-        hit per document, its best chunk.
-        """
-        return await self._searcher.search(
-            query, mode=mode, limit=limit, min_score=min_score,
-            filters=Filters(source=source, mime_type=mime_type), candidates=candidates,
-            fusion=fusion, rrf_k=rrf_k, text_weight=text_weight, vector_weight=vector_weight,
-            per_document=per_document)
-
     async def delete(self, source: str) -> bool:
         """Forget a source; its document (and chunks) go when no other source shares it."""
         key = str(Path(source).resolve()) if "://" not in source else source
         return await self._ingestor.delete_source(key)
 
+    # ----- search ----------------------------------------------------------------------
+    async def search(self, query: str | None = None, *, mode: str = "hybrid", limit: int = 10,
+                     min_score: float | None = None, source: str | None = None,
+                     mime_type: str | Sequence[str] | None = None,
+                     notebook: Notebook | Any = None, topics: Sequence[str] | None = None,
+                     created_after: dt.datetime | None = None,
+                     created_before: dt.datetime | None = None,
+                     candidates: int | None = None, fusion: str | None = None,
+                     rrf_k: int | None = None, text_weight: float | None = None,
+                     vector_weight: float | None = None, per_document: bool = False,
+                     query_vector: Sequence[float] | None = None) -> list[Hit]:
+        """Search by ``mode``: ``hybrid`` (default), ``vector`` or ``text`` (BM25).
+
+        Filters, applied inside the query: ``source`` (a glob over sources), ``mime_type``
+        (one or several), ``notebook`` (a Notebook, its id or its name: its sources only,
+        and vector search walks its own graph), ``topics`` (any of them),
+        ``created_after``/``created_before`` (when the source was ingested).
+
+        ``min_score`` drops hits scoring below it in the mode's own score (cosine
+        similarity, BM25, or the fused score). Hybrid search fuses ``candidates`` hits of
+        each leg with ``fusion`` (``zscore``, ``minmax`` or ``rrf``, with ``rrf_k``),
+        weighting the legs by ``text_weight`` and ``vector_weight``; unset, these come
+        from the settings. ``per_document`` returns one hit per document, its best chunk.
+        ``query_vector`` searches by a vector you computed (with the store's model) instead
+        of, or besides, the query text.
+        """
+        notebook_id = None if notebook is None else await self.notebooks.resolve(notebook)
+        filters = Filters(source=source, mime_type=mime_type, notebook=notebook_id,
+                          topics=topics, created_after=created_after,
+                          created_before=created_before)
+        return await self._searcher.search(
+            query, mode=mode, limit=limit, min_score=min_score, filters=filters,
+            candidates=candidates, fusion=fusion, rrf_k=rrf_k, text_weight=text_weight,
+            vector_weight=vector_weight, per_document=per_document, query_vector=query_vector)
+
+    # ----- maintenance -----------------------------------------------------------------
     async def rebuild_index(self) -> None:
         """Build the HNSW graph over every vector (done automatically after big ingests)."""
-        if self.settings.vectors:
-            await rebuild_vector_index(self.store)
+        await self.storage.chunks.rebuild_if_due(force=True)
 
     async def stats(self) -> Stats:
-        names = self.store.names
-        count_chunks = (f"SELECT count() AS n FROM {names.chunks} GROUP ALL;"
-                        if self.settings.chunked else "RETURN [];")
-        docs, chunks, files, mimes, model, state = await self.store.query(
-            f"SELECT count() AS n FROM {names.documents} GROUP ALL; {count_chunks}"
-            f" SELECT status, count() AS n FROM {names.files} GROUP BY status;"
-            f" SELECT mime_type, count() AS n FROM {names.documents} GROUP BY mime_type;"
-            " SELECT * FROM ONLY $model; SELECT * FROM ONLY $state;",
-            {"model": names.embedding_key, "state": names.index_state_key},
-        )
+        documents, mime_types, sources = await self.storage.documents.counts()
+        chunks = await self.storage.chunks.count() if self.settings.chunked else 0
         return Stats(
             url=self.store.url,
             schema_version=SCHEMA_VERSION,
-            model=(model or {}).get("model", self.embedder.name if self.embedder else ""),
-            dimension=int((model or {}).get("dimension",
-                                            self.embedder.dimension if self.embedder else 0)),
-            documents=int(docs[0]["n"]) if docs else 0,
-            chunks=int(chunks[0]["n"]) if chunks else 0,
-            sources={r["status"]: int(r["n"]) for r in files or []},
-            mime_types={r["mime_type"]: int(r["n"]) for r in mimes or []},
-            vectors_outside_graph=int((state or {}).get("pending_vectors") or 0),
+            model=self.embedder.name if self.embedder else "",
+            dimension=self.embedder.dimension if self.embedder else 0,
+            documents=documents,
+            chunks=chunks,
+            sources=sources,
+            mime_types=mime_types,
+            vectors_outside_graph=await self.storage.chunks.pending()
+            if self.settings.vectors else 0,
+            notebooks=await self.storage.notebooks.count() if self.settings.chunked else 0,
         )
 
 
@@ -196,6 +273,10 @@ class SyncKnowledgeBase:
     def store(self) -> Store:
         return self._kb.store
 
+    @property
+    def settings(self) -> Settings:
+        return self._kb.settings
+
     def ingest(self, paths: Iterable[str | Path], **kwargs: Any) -> IngestReport:
         return self._run(self._kb.ingest(paths, **kwargs))
 
@@ -210,7 +291,7 @@ class SyncKnowledgeBase:
                      **kwargs: Any) -> IngestReport:
         return self._run(self._kb.ingest_texts(texts, **kwargs))
 
-    def search(self, query: str, **kwargs: Any) -> list[Hit]:
+    def search(self, query: str | None = None, **kwargs: Any) -> list[Hit]:
         return self._run(self._kb.search(query, **kwargs))
 
     def delete(self, source: str) -> bool:

@@ -25,20 +25,14 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..config import Settings
 from ..embed import Embedder, available_models, get_embedder
-from ..errors import ConfigurationError, ExtractionError, StoreError
+from ..errors import ConfigurationError, EmbeddingModelMismatchError, StoreError, SurrealDocsError
 from ..errors import DimensionMismatchError as _CoreDimensionMismatchError
 from ..errors import ModelUnavailableError as _CoreModelUnavailableError
 from ..errors import SchemaNotInitializedError as _CoreSchemaNotInitializedError
 from ..extract import copy_extraction_config
-from ..ingest import FileResult, Ingestor, IngestReport
-from ..store.connection import Store
+from ..kb import KnowledgeBase
+from ..results import FileResult, IngestReport
 from ..store.names import Names
-from ..store.schema import (
-    ensure_schema,
-    layout_of,
-    read_schema,
-    stored_embedding_model,
-)
 
 __all__ = [
     "PRESETS",
@@ -88,7 +82,7 @@ class ModelUnavailableError(_CoreModelUnavailableError, ValueError):
     """An embedding model or preset cannot be run offline here (never downloaded)."""
 
 
-class ExtractionFailedError(ExtractionError, RuntimeError):
+class ExtractionFailedError(SurrealDocsError, RuntimeError):
     """Some sources could not be extracted. Every other source was ingested; ``results``
     holds what happened to each one."""
 
@@ -309,7 +303,7 @@ class _Ingester:
         self._db = db
         self._client = LegacyQueryClient(db)
         self._embedder = embedder
-        self._ingestor: Ingestor | None = None
+        self._kb: KnowledgeBase | None = None
         self._lock: asyncio.Lock | None = None
 
     @property
@@ -332,60 +326,44 @@ class _Ingester:
 
     async def _setup(self, **params: Any) -> None:
         settings = self._settings.replace(**params)  # validates before any query
-        names = Names(self._names.documents, self._names.chunks, settings.analyzer_language)
         async with self._guard():
-            store = await Store.around(self._db, names)
-            settings = settings.replace(namespace=store.namespace, database=store.database)
-            await self._check_dimension(store, settings)
-            await ensure_schema(store, settings, self._embedder.name if self._embedder else None,
-                                self._embedder.dimension if self._embedder else 0)
-            self._activate(store, settings)
+            self._kb = await self._open(settings, create=True)
 
-    async def _ready(self) -> Ingestor:
-        """The ingestor; tables set up earlier (by another object or process) are adopted
-        without a new ``setup_schema()``, absent ones raise SchemaNotInitializedError."""
-        if self._ingestor is not None:
-            return self._ingestor
+    async def _ready(self) -> KnowledgeBase:
+        """The knowledge base; tables set up earlier (by another object or process) are
+        adopted without a new ``setup_schema()``, absent ones raise
+        SchemaNotInitializedError."""
+        if self._kb is not None:
+            return self._kb
         async with self._guard():
-            if self._ingestor is not None:
-                return self._ingestor
-            store = await Store.around(self._db, self._names)
-            schema = await read_schema(store)
-            if not schema or int(schema.get("version", 0)) < 1:
-                raise SchemaNotInitializedError()
-            language = layout_of(schema)[2].removeprefix("sd_")
-            store.names = Names(self._names.documents, self._names.chunks, language)
-            settings = self._settings.replace(namespace=store.namespace,
-                                              database=store.database,
-                                              analyzer_language=language)
-            await self._check_dimension(store, settings)
-            await ensure_schema(store, settings, self._embedder.name if self._embedder else None,
-                                self._embedder.dimension if self._embedder else 0)
-            return self._activate(store, settings)
+            if self._kb is None:
+                self._kb = await self._open(self._settings, create=False)
+            return self._kb
+
+    async def _open(self, settings: Settings, *, create: bool) -> KnowledgeBase:
+        try:
+            kb = await KnowledgeBase.around(self._db, settings=settings,
+                                            embedder=self._embedder, create=create)
+        except _CoreSchemaNotInitializedError as exc:
+            raise SchemaNotInitializedError() from exc
+        except EmbeddingModelMismatchError as exc:
+            stored, requested = exc.stored, exc.requested
+            if stored and requested and stored[1] != requested[1]:
+                raise DimensionMismatchError(
+                    f"the tables {settings.documents_table}/{settings.chunks_table} hold "
+                    f"{stored[1]}-dimensional vectors of model {stored[0]!r}, but this "
+                    f"pipeline embeds with {requested[0]!r} ({requested[1]} dimensions). Use "
+                    "the same model, other table names, or re-embed the tables: surrealdocs "
+                    f"reembed --model {requested[0]}") from exc
+            raise
+        self._names = kb.store.names
+        self._settings = kb.settings
+        return kb
 
     def _guard(self) -> asyncio.Lock:
         if self._lock is None:
             self._lock = asyncio.Lock()
         return self._lock
-
-    def _activate(self, store: Store, settings: Settings) -> Ingestor:
-        self._names = store.names
-        self._settings = settings
-        self._ingestor = Ingestor(store, self._embedder, settings)
-        return self._ingestor
-
-    async def _check_dimension(self, store: Store, settings: Settings) -> None:
-        if not settings.vectors or self._embedder is None:
-            return
-        stored = await stored_embedding_model(store)
-        if stored and stored.get("dimension") not in (None, self._embedder.dimension):
-            raise DimensionMismatchError(
-                f"the tables {store.names.documents}/{store.names.chunks} hold "
-                f"{stored['dimension']}-dimensional vectors of model {stored.get('model')!r}, "
-                f"but this pipeline embeds with {self._embedder.name!r} "
-                f"({self._embedder.dimension} dimensions). Use the same model, other table "
-                f"names, or re-embed the tables: surrealdocs reembed --model "
-                f"{self._embedder.name}")
 
     # -- ingestion ---------------------------------------------------------------------
 
@@ -409,19 +387,19 @@ class _Ingester:
 
     async def ingest_bytes(self, *, data: bytes, mime_type: str, source: str) -> FileResult:
         """Extract and store raw bytes of a MIME type under the name ``source``."""
-        ingestor = await self._ready()
+        kb = await self._ready()
         try:
-            result = await ingestor.ingest_bytes(data, mime_type, source)
+            result = await kb.ingest_bytes(data, mime_type=mime_type, source=source)
         except Exception as exc:
             raise _ingestion_error(exc) from exc
         _raise_failures([result])
         return result
 
     async def _ingest(self, paths: list[str | Path], glob: str) -> IngestReport:
-        ingestor = await self._ready()
+        kb = await self._ready()
         try:
             # retry_failed: a file that failed before is tried (and reported) again.
-            report = await ingestor.ingest_paths(paths, glob=glob, retry_failed=True)
+            report = await kb.ingest(paths, glob=glob, retry_failed=True)
         except Exception as exc:
             raise _ingestion_error(exc) from exc
         _raise_failures(report.results)

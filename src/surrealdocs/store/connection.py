@@ -18,6 +18,20 @@ from .names import Names, validate_identifier
 EMBEDDED_SCHEMES = {"mem", "memory", "surrealkv", "surrealkv+versioned", "file"}
 FILE_SCHEMES = {"surrealkv", "surrealkv+versioned", "file"}
 REMOTE_SCHEMES = {"ws", "wss", "http", "https"}
+
+
+@dataclass(frozen=True)
+class Statement:
+    """SurrealQL and its parameters, built by the module that owns the tables it touches.
+
+    Owners hand statements out instead of running them when a write must be atomic with
+    other tables' writes: the caller runs them together with :meth:`Store.transaction`.
+    """
+
+    sql: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
 def resolve_url(db: str | None) -> str:
     """Turn the user's ``db`` setting into a URL the SDK understands.
 
@@ -60,6 +74,15 @@ class Store:
     _in_flight: int = field(default=0, repr=False, compare=False)
     _idle: asyncio.Event | None = field(default=None, repr=False, compare=False)
     _open: asyncio.Event | None = field(default=None, repr=False, compare=False)
+    _write_lock: asyncio.Lock | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def write_lock(self) -> asyncio.Lock:
+        """Held while one document is written, and while a graph is built: writes of this
+        process to the store take turns (readers never wait for it)."""
+        if self._write_lock is None:
+            self._write_lock = asyncio.Lock()
+        return self._write_lock
 
     @property
     def embedded(self) -> bool:
@@ -100,11 +123,11 @@ class Store:
             is_open.set()
         return True
 
-    async def build_index(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Any]:
-        """Run a statement that builds an HNSW graph (REBUILD or DEFINE INDEX), on a freshly
+    async def build_index(self, *statements: Statement) -> list[Any]:
+        """Run statements that build an HNSW graph (REBUILD or DEFINE INDEX), on a freshly
         reopened engine where that is possible (see :meth:`refresh_engine`)."""
         await self.refresh_engine()
-        return await self.query(sql, params)
+        return await self.run(*statements)
 
     async def query(
         self, sql: str, params: Mapping[str, Any] | None = None, *, retries: int = 3
@@ -136,6 +159,18 @@ class Store:
             raise StoreError(error)
         raise AssertionError("unreachable")
 
+    async def run(self, *statements: Statement) -> list[Any]:
+        """Run statements in one round trip (each its own transaction); one result per
+        SurrealQL statement."""
+        sql, params = _join(statements)
+        return await self.query(sql, params)
+
+    async def transaction(self, *statements: Statement) -> None:
+        """Run statements in one transaction: all of them take effect, or none."""
+        sql, params = _join(statements)
+        if sql.strip():
+            await self.query(f"BEGIN;\n{sql}\nCOMMIT;", params)
+
     async def close(self) -> None:
         await self.client.close()
 
@@ -162,6 +197,16 @@ class Store:
                 "call `await db.use(namespace, database)` first")
         probe.namespace, probe.database = str(namespace), str(database)
         return probe
+
+
+def _join(statements: tuple[Statement, ...]) -> tuple[str, dict[str, Any]]:
+    params: dict[str, Any] = {}
+    for statement in statements:
+        for name, value in statement.params.items():
+            if name in params and params[name] is not value and params[name] != value:
+                raise ValueError(f"two statements bind ${name} to different values")
+            params[name] = value
+    return "\n".join(s.sql for s in statements if s.sql.strip()), params
 
 
 def connection_url(client: Any) -> str:

@@ -116,4 +116,9 @@ class Names:
 
     @property
     def index_state_key(self) -> RecordID:
+        """Pending-vector counter of the shared HNSW index."""
         return self._key("index_state")
+
+    def index_state_key_of(self, table: str) -> RecordID:
+        """Pending-vector counter of the HNSW index of another table (a notebook's)."""
+        return self._key(f"index_state.{validate_identifier(table)}")

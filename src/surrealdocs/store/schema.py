@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from surrealdb import RecordID
+
 from ..config import Settings
 from ..errors import (
     EmbeddingModelMismatchError,
@@ -19,7 +21,7 @@ from ..errors import (
     SchemaVersionError,
     StoreError,
 )
-from .connection import Store
+from .connection import Statement, Store
 from .names import META, Names
 
 
@@ -197,6 +199,7 @@ class Migration:
     description: str
     sql: Callable[[Names, Settings, int], str]
     prepare: Callable[[Names, Settings, int], str] | None = None
+    params: Callable[[Names], dict[str, Any]] | None = None
 
 
 def _v4(names: Names, settings: Settings, dimension: int) -> str:
@@ -212,12 +215,43 @@ def _v5(names: Names, settings: Settings, dimension: int) -> str:
             " TYPE option<array<array<int>>>;")
 
 
+def _v6(names: Names, settings: Settings, dimension: int) -> str:
+    # Jobs of any kind (the server's ingest jobs besides vectorize), with what to do and
+    # what came of it. The notebooks' pending-vector counters move to the meta table,
+    # beside the shared index's, so that chunk storage owns every counter. (The engine
+    # refuses `FOR $x IN (SELECT ...)` with "Cannot execute statement using value"; a LET
+    # first works.)
+    if not settings.chunked:  # no notebooks, no jobs
+        return ""
+    J, NB = names.job, names.notebook
+    return f"""
+DEFINE FIELD OVERWRITE target ON {J} TYPE option<record<{names.documents}>>;
+DEFINE FIELD IF NOT EXISTS payload ON {J} TYPE option<object> FLEXIBLE;
+DEFINE FIELD IF NOT EXISTS result ON {J} TYPE option<object> FLEXIBLE;
+DEFINE INDEX IF NOT EXISTS {J}_target ON {J} FIELDS target;
+LET $counted = (SELECT id, pending_vectors FROM {NB} WHERE pending_vectors > 0);
+FOR $nb IN $counted {{
+    UPSERT type::record('{META}', $pending_prefix + record::id($nb.id))
+        SET pending_vectors = $nb.pending_vectors;
+}};
+REMOVE FIELD IF EXISTS pending_vectors ON {NB};
+"""
+
+
+def _v6_params(names: Names) -> dict[str, Any]:
+    # the key of a notebook table's counter is this prefix + the notebook's id
+    key = names.index_state_key_of(names.notebook_vectors(RecordID(names.notebook, "x")))
+    return {"pending_prefix": str(key.id)[:-1]}
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "documents, chunks (BM25 + HNSW), files", _v1),
     Migration(2, "notebooks, sources' references, notes, jobs; chunk generations", _v2),
     Migration(3, "documents.keywords; documents.source UNIQUE", _v3, _v3_prepare),
     Migration(4, "full-text index with the BM25 parameters of the settings", _v4),
     Migration(5, "documents.page_starts", _v5),
+    Migration(6, "jobs of any kind with payload and result; notebook counters in meta",
+              _v6, params=_v6_params),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
@@ -263,7 +297,8 @@ async def ensure_schema(store: Store, settings: Settings, model: str | None,
             " applied_at: time::now()" + layout + " };\nCOMMIT;",
             {"schema": names.schema_key, "version": migration.version,
              "description": migration.description, "chunked": settings.chunked,
-             "vectors": settings.vectors, "analyzer": names.analyzer},
+             "vectors": settings.vectors, "analyzer": names.analyzer,
+             **(migration.params(names) if migration.params else {})},
         )
     if not embedding and settings.vectors:
         await store.query(
@@ -338,11 +373,13 @@ def check_embedding_model(stored: dict[str, Any], model: str, dimension: int, ur
         )
     if stored.get("model") == model and int(stored.get("dimension", -1)) == dimension:
         return
+    stored_pair = (str(stored.get("model")), int(stored.get("dimension") or 0))
     raise EmbeddingModelMismatchError(
         f"the store at {url} holds vectors of model {stored.get('model')!r} "
         f"({stored.get('dimension')} dimensions), not {model!r} ({dimension} dimensions). "
         f"Open it with --model {stored.get('model')} (SURREALDOCS_MODEL), or re-embed every "
-        f"chunk with the new model: surrealdocs reembed --model {model}"
+        f"chunk with the new model: surrealdocs reembed --model {model}",
+        stored=stored_pair, requested=(model, dimension),
     )
 
 
@@ -354,7 +391,18 @@ async def stored_embedding_model(store: Store) -> dict[str, Any] | None:
     return row if isinstance(row, dict) else None
 
 
-async def index_status(store: Store, index: str, table: str) -> str:
-    (info,) = await store.query(f"INFO FOR INDEX {index} ON {table};")
-    building = (info or {}).get("building") or {}
-    return str(building.get("status", "ready"))
+async def mark_reembedding(store: Store, model: str) -> None:
+    """Record that the store is being re-embedded with ``model``: until
+    :func:`embedding_model_statement` runs, every open is refused."""
+    await store.query("UPSERT $e MERGE { reembedding: $model };",
+                      {"e": store.names.embedding_key, "model": model})
+
+
+def embedding_model_statement(store: Store, settings: Settings, model: str,
+                              dimension: int) -> Statement:
+    """Bind the store to ``model`` (a store made without vectors has them from now on)."""
+    return Statement(
+        "UPSERT $e CONTENT { model: $model, dimension: $dim, distance: $dist,"
+        " created_at: time::now() }; UPSERT $schema MERGE { vectors: true };",
+        {"e": store.names.embedding_key, "model": model, "dim": dimension,
+         "dist": settings.hnsw_distance, "schema": store.names.schema_key})

@@ -1,0 +1,134 @@
+"""What the knowledge base returns: plain dataclasses, each with ``to_dict()`` for JSON.
+
+Faces (CLI, server, MCP) print or send ``to_dict()``; none of them builds JSON by hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from surrealdb import RecordID
+
+STATUSES = ("ingested", "updated", "unchanged", "duplicate", "empty", "failed")
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with record ids as ``table:key`` strings and datetimes as ISO 8601, so that
+    ``json.dumps`` takes it."""
+    if isinstance(value, RecordID):
+        return str(value)
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not f.name.startswith("_")}
+    iso = getattr(value, "isoformat", None)  # the SDK's own datetime types
+    return iso() if callable(iso) else str(value)
+
+
+@dataclass
+class FileResult:
+    """What happened to one source. ``status`` is one of :data:`STATUSES`."""
+
+    source: str
+    status: str
+    document_id: str | None = None
+    chunks: int = 0
+    reason: str | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = jsonable(self)
+        return out
+
+
+@dataclass
+class IngestReport:
+    """The outcome of one ingest call: a result per source, in the order given."""
+
+    results: list[FileResult] = field(default_factory=list)
+    seconds: float = 0.0
+    index_rebuilt: bool = False
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counter = Counter(r.status for r in self.results)
+        return {s: counter.get(s, 0) for s in STATUSES}
+
+    @property
+    def failures(self) -> list[FileResult]:
+        return [r for r in self.results if r.status in ("failed", "empty")]
+
+    @property
+    def chunks_written(self) -> int:
+        return sum(r.chunks for r in self.results if r.status in ("ingested", "updated"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "counts": self.counts,
+            "chunks_written": self.chunks_written,
+            "seconds": round(self.seconds, 3),
+            "index_rebuilt": self.index_rebuilt,
+            "results": [r.to_dict() for r in self.results],
+        }
+
+
+@dataclass
+class Hit:
+    """One matching chunk, with where it comes from and why it matched.
+
+    ``char_start``/``char_end`` locate the chunk in its document's text; ``page`` and
+    ``last_page`` are the pages it spans (when the format has pages). Hybrid hits carry each
+    leg's rank and score (``None`` where a leg did not find it).
+    """
+
+    chunk_id: str
+    document_id: str
+    source: str
+    title: str | None
+    mime_type: str
+    content: str
+    chunk_index: int
+    char_start: int
+    char_end: int
+    page: int | None
+    last_page: int | None
+    score: float
+    text_rank: int | None = None
+    vector_rank: int | None = None
+    text_score: float | None = None
+    vector_score: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = jsonable(self)
+        return out
+
+
+@dataclass
+class Stats:
+    """What a store holds."""
+
+    url: str
+    schema_version: int
+    model: str
+    dimension: int
+    documents: int
+    chunks: int
+    sources: dict[str, int] = field(default_factory=dict)
+    mime_types: dict[str, int] = field(default_factory=dict)
+    vectors_outside_graph: int = 0
+    notebooks: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = jsonable(self)
+        return out

@@ -1,0 +1,275 @@
+"""The ``documents`` and ``files`` tables: every statement that reads or writes them.
+
+A document's id is the SHA-256 of its extracted text, so identical text from several
+sources is stored once; ``sources`` lists them and ``source`` is the primary one (UNIQUE).
+A ``files`` row per source remembers the raw bytes' hash and the outcome of its last ingest,
+so an unchanged source is skipped before extraction and a failure is not retried blindly.
+
+A new document is written in steps (see :mod:`surrealdocs.ingest`): created with
+``complete = false``, filled with chunks, then completed in one small transaction that also
+points its source at it. Searches never show incomplete documents, and :meth:`recover`
+deletes the ones a crash left behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from surrealdb import RecordID
+
+from ..filters import Filters
+from .conditions import filter_conditions
+from .connection import Statement, Store
+
+# Detaching a source from the document it pointed at ($old): drop it from the document's
+# sources (and from its primary `source`), and delete the document (its chunks cascade) once
+# no source is left. Expects $old, $path and, when re-pointing, the new document in $doc.
+_DETACH_OLD = """
+IF $old != NONE AND $old != $doc {
+    UPDATE $old SET sources = array::complement(sources, [$path]) RETURN NONE;
+    UPDATE $old SET source = sources[0] WHERE source = $path AND array::len(sources) > 0
+        RETURN NONE;
+    IF array::len((SELECT VALUE sources FROM ONLY $old) OR []) = 0 { DELETE $old; };
+};
+"""
+
+
+class DocumentStorage:
+    """Documents (text, metadata, sources, notebooks, topics) and their source files."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.table = store.names.documents
+        self.files = store.names.files
+
+    def document_id(self, key: Any) -> RecordID:
+        """A document's record id from its key (the text's SHA-256) or any spelling of its
+        id (``documents:abc``, ``documents:⟨abc⟩``, a RecordID)."""
+        return record_id(key, self.table)
+
+    def file_id(self, source: str) -> RecordID:
+        return RecordID(self.files, source)
+
+    # ----- reading --------------------------------------------------------------------
+    async def exists(self, doc: RecordID) -> bool:
+        (row,) = await self.store.query("SELECT VALUE id FROM ONLY $doc;", {"doc": doc})
+        return row is not None
+
+    async def get(self, doc: RecordID) -> dict[str, Any] | None:
+        (row,) = await self.store.query("SELECT * FROM ONLY $doc;", {"doc": doc})
+        return row if isinstance(row, dict) else None
+
+    async def text_of(self, doc: RecordID) -> dict[str, Any] | None:
+        """What re-chunking needs: content, generation, notebooks, page starts."""
+        (row,) = await self.store.query(
+            "SELECT id, content, generation, notebooks, page_starts FROM ONLY $doc;",
+            {"doc": doc})
+        return row if isinstance(row, dict) else None
+
+    async def file_records(self, sources: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The last ingest of each source (raw hash, status, error, document), by source."""
+        out: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(sources), 500):
+            ids = [self.file_id(k) for k in sources[start:start + 500]]
+            (rows,) = await self.store.query(
+                f"SELECT path, file_hash, status, error, document FROM {self.files}"
+                " WHERE id IN $ids;", {"ids": ids})
+            for row in rows or []:
+                out[row["path"]] = row
+        return out
+
+    async def has_source(self, source: str) -> bool:
+        (found,) = await self.store.query("SELECT VALUE id FROM ONLY $file;",
+                                          {"file": self.file_id(source)})
+        return found is not None
+
+    async def membership_of_source(self, source: str) -> tuple[list[Any], list[str]]:
+        """Notebooks and topics of the document ``source`` points at now."""
+        (row,) = await self.store.query(
+            "SELECT VALUE document.{ notebooks, topics } FROM ONLY $file;",
+            {"file": self.file_id(source)})
+        row = row if isinstance(row, dict) else {}
+        return list(row.get("notebooks") or []), list(row.get("topics") or [])
+
+    async def select(self, *, notebook: Any = None, offset: int = 0,
+                   limit: int | None = None) -> list[dict[str, Any]]:
+        """Complete documents, oldest first (optionally those of one notebook)."""
+        where = "complete = true" + (" AND notebooks CONTAINS $nb" if notebook is not None
+                                     else "")
+        page = f" LIMIT {int(limit)} START {int(offset)}" if limit is not None else ""
+        (rows,) = await self.store.query(
+            f"SELECT * FROM {self.table} WHERE {where} ORDER BY ingested_at, id{page};",
+            {"nb": notebook})
+        return list(rows or [])
+
+    async def exclusive_to(self, notebook: RecordID) -> list[RecordID]:
+        """Documents in ``notebook`` and in no other notebook."""
+        (ids,) = await self.store.query(
+            f"SELECT VALUE id FROM {self.table} WHERE notebooks CONTAINS $nb"
+            " AND array::len(notebooks) = 1;", {"nb": notebook})
+        return list(ids or [])
+
+    async def counts(self) -> tuple[int, dict[str, int], dict[str, int]]:
+        """(documents, documents per MIME type, sources per outcome)."""
+        docs, mimes, files = await self.store.query(
+            f"SELECT count() AS n FROM {self.table} GROUP ALL;"
+            f" SELECT mime_type, count() AS n FROM {self.table} GROUP BY mime_type;"
+            f" SELECT status, count() AS n FROM {self.files} GROUP BY status;")
+        return (int(docs[0]["n"]) if docs else 0,
+                {r["mime_type"]: int(r["n"]) for r in mimes or []},
+                {r["status"]: int(r["n"]) for r in files or []})
+
+    async def text_rows(self, terms: str, limit: int, filters: Filters) -> list[dict[str, Any]]:
+        """BM25 over whole documents (documents-only stores): each row is a document shaped
+        like a chunk row (offsets 0 to the end of the text)."""
+        clauses, params = filter_conditions(filters, document="")
+        where = " AND ".join([*clauses, "content @1,OR@ $q"])
+        (rows,) = await self.store.query(
+            "SELECT id, id AS document, content, 0 AS chunk_index, 0 AS char_start,"
+            " string::len(content) AS char_end, source, title, mime_type, complete,"
+            f" search::score(1) AS score FROM {self.table}"
+            f" WHERE {where} ORDER BY score DESC, id LIMIT {int(limit)};",
+            {**params, "q": terms},
+        )
+        return list(rows or [])
+
+    # ----- writing a document from a source ---------------------------------------------
+    async def create_incomplete(self, doc: RecordID, fields: dict[str, Any]) -> None:
+        """Create a document marked incomplete (invisible to search). It has no ``source``
+        yet: that is UNIQUE, and the source may still point at its previous document until
+        :meth:`complete_statement` detaches it in the same transaction."""
+        await self.store.query(
+            "CREATE $doc CONTENT $document RETURN NONE;",
+            {"doc": doc, "document": {**{k: v for k, v in fields.items() if v is not None},
+                                      "complete": False}})
+
+    def complete_statement(self, source: str, file_hash: str, size: int, mime_type: str,
+                           doc: RecordID) -> Statement:
+        """Mark ``doc`` complete and point ``source`` at it, detaching the source from its
+        previous document (deleted when no source is left). Refuses (THROW) a document that
+        is no longer there or was completed already, so a lost race can never leave a
+        source pointing at nothing."""
+        return Statement(
+            "IF (SELECT VALUE complete FROM ONLY $doc) != false"
+            " { THROW 'the document being written is gone or already complete' };"
+            " LET $old = (SELECT VALUE document FROM ONLY $file);"
+            " UPSERT $file CONTENT { path: $path, file_hash: $hash, size: $size,"
+            "   status: 'ingested', document: $doc, mime_type: $mime } RETURN NONE;"
+            + _DETACH_OLD +  # frees the source (UNIQUE) before the new document takes it
+            " UPDATE $doc SET complete = true, source = $path RETURN NONE;",
+            {"file": self.file_id(source), "doc": doc, "path": source, "hash": file_hash,
+             "size": size, "mime": mime_type})
+
+    def inherit_statement(self, doc: RecordID, notebooks: list[Any],
+                          topics: list[str]) -> Statement:
+        """A new version of a source keeps the old version's notebooks and topics."""
+        return Statement("UPDATE $doc SET notebooks = $inherit_nbs, topics = $inherit_topics"
+                         " RETURN NONE;",
+                         {"doc": doc, "inherit_nbs": notebooks, "inherit_topics": topics})
+
+    async def add_source(self, source: str, file_hash: str, size: int, mime_type: str,
+                         doc: RecordID) -> None:
+        """Point ``source`` at an existing document with the same text (a duplicate)."""
+        await self.store.query(
+            "BEGIN;"
+            " LET $old = (SELECT VALUE document FROM ONLY $file);"
+            " UPDATE $doc SET sources = array::union(sources, [$path]);"
+            " UPSERT $file CONTENT { path: $path, file_hash: $hash, size: $size,"
+            "   status: 'duplicate', document: $doc, mime_type: $mime };"
+            + _DETACH_OLD + " COMMIT;",
+            {"file": self.file_id(source), "doc": doc, "path": source, "hash": file_hash,
+             "size": size, "mime": mime_type},
+        )
+
+    async def record_failure(self, source: str, file_hash: str, size: int, status: str,
+                             reason: str) -> None:
+        """Remember that ``source`` (these bytes) gave no document, and why; the document it
+        pointed at before loses it."""
+        await self.store.query(
+            "BEGIN;"
+            " LET $old = (SELECT VALUE document FROM ONLY $file);"
+            " UPSERT $file CONTENT { path: $path, file_hash: $hash, size: $size,"
+            "   status: $status, error: $error, document: NONE };"
+            + _DETACH_OLD + " COMMIT;",
+            {"file": self.file_id(source), "path": source, "hash": file_hash, "size": size,
+             "status": status, "error": reason, "doc": None},
+        )
+
+    async def forget_source(self, source: str) -> bool:
+        """Forget a source; its document goes when no other source shares it."""
+        if not await self.has_source(source):
+            return False
+        await self.store.query(
+            "BEGIN; LET $old = (SELECT VALUE document FROM ONLY $file); DELETE $file;"
+            + _DETACH_OLD + " COMMIT;",
+            {"file": self.file_id(source), "path": source, "doc": None},
+        )
+        return True
+
+    async def delete(self, doc: RecordID) -> None:
+        """Delete a document; its chunks and notebook vector copies cascade."""
+        await self.store.query("DELETE $doc;", {"doc": doc})
+
+    def delete_statement(self, doc: RecordID) -> Statement:
+        """Delete a document and the source records pointing at it."""
+        return Statement(f"DELETE {self.files} WHERE document = $doc; DELETE $doc;",
+                         {"doc": doc})
+
+    async def recover(self, older_than_seconds: int = 0) -> int:
+        """Delete documents left incomplete by a crash (their chunks cascade); how many.
+
+        Only documents older than ``older_than_seconds`` go: on a shared server another
+        writer may be working on a recent one.
+        """
+        (deleted,) = await self.store.query(
+            f"DELETE {self.table} WHERE complete = false"
+            " AND updated_at < time::now() - type::duration($age) RETURN BEFORE;",
+            {"age": f"{int(older_than_seconds)}s"},
+        )
+        return len(deleted or [])
+
+    # ----- documents written as notebook sources ----------------------------------------
+    async def create_text(self, doc: RecordID, fields: dict[str, Any]) -> None:
+        """Create a complete document from text given directly (a notebook source that is
+        chunked later, by a vectorize job)."""
+        await self.store.query(
+            "CREATE $doc CONTENT $document RETURN NONE;",
+            {"doc": doc, "document": {**{k: v for k, v in fields.items() if v is not None},
+                                      "complete": True}})
+
+    async def update(self, doc: RecordID, fields: dict[str, Any]) -> None:
+        await self.store.query("UPDATE $doc MERGE $data RETURN NONE;",
+                               {"doc": doc, "data": fields})
+
+    async def add_topics(self, doc: RecordID, topics: Sequence[str]) -> None:
+        await self.store.query(
+            "UPDATE $doc SET topics = array::union(topics, $topics) RETURN NONE;",
+            {"doc": doc, "topics": list(topics)})
+
+    def membership_statement(self, doc: RecordID, notebook: RecordID, *, add: bool) -> Statement:
+        change = "array::union" if add else "array::complement"
+        return Statement(f"UPDATE $doc SET notebooks = {change}(notebooks, [$nb]) RETURN NONE;",
+                         {"doc": doc, "nb": notebook})
+
+    def embedding_model_statement(self, model: str) -> Statement:
+        """Every document's vectors are now the model's (after a re-embed)."""
+        return Statement(f"UPDATE {self.table} SET embedding_model = $model RETURN NONE;",
+                         {"model": model})
+
+    def generation_statement(self, doc: RecordID, generation: int, chunks: int) -> Statement:
+        """Switch a document to a new generation of chunks (see ChunkStorage)."""
+        return Statement("UPDATE $doc SET generation = $generation, chunk_count = $n_chunks"
+                         " RETURN NONE;",
+                         {"doc": doc, "generation": generation, "n_chunks": chunks})
+
+
+def record_id(value: Any, table: str) -> RecordID:
+    """``value`` as a record id of ``table``: a RecordID, ``table:key``, ``table:⟨key⟩`` or
+    a bare key."""
+    if isinstance(value, RecordID):
+        return value
+    text = str(value)
+    if text.startswith(table + ":"):
+        text = text[len(table) + 1:]
+    return RecordID(table, text.strip("⟨⟩`"))

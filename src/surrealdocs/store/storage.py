@@ -1,0 +1,30 @@
+"""Every table's owner, for one store: documents, chunks, notebooks, jobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import Settings
+from .chunks import ChunkStorage
+from .connection import Store
+from .documents import DocumentStorage
+from .jobs import JobStorage
+from .notebooks import NotebookStorage
+
+
+@dataclass(frozen=True)
+class Storage:
+    """The owners of a store's tables. Each holds all the SurrealQL of its tables; writes
+    that must be atomic across tables are composed from their statements with
+    :meth:`Store.transaction`."""
+
+    store: Store
+    documents: DocumentStorage
+    chunks: ChunkStorage
+    notebooks: NotebookStorage
+    jobs: JobStorage
+
+    @classmethod
+    def of(cls, store: Store, settings: Settings, dimension: int) -> Storage:
+        return cls(store, DocumentStorage(store), ChunkStorage(store, settings, dimension),
+                   NotebookStorage(store), JobStorage(store))
