@@ -45,3 +45,16 @@ class ModelUnavailableError(SurrealDocsError):
 
 class ExtractionError(SurrealDocsError):
     """A document could not be turned into text."""
+
+
+class EmbeddingProviderError(SurrealDocsError):
+    """A hosted embedding provider (OpenAI-compatible, Ollama) failed: unreachable, the key
+    or model refused, retries exhausted, or an answer of the wrong shape.
+
+    ``status`` is the HTTP status of the last answer, ``None`` when there was none (the
+    server could not be reached or did not answer in time) or it was not the failure.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
