@@ -444,7 +444,7 @@ def reembed(
     task = progress.add_task("", total=None)
     with progress:
         n = _run(lambda: reembed_store(
-            settings, get_embedder(model),
+            settings, get_embedder(model, settings),
             lambda done, total: progress.update(task, completed=done, total=total)))
     console.print(f"{n} chunks re-embedded with {model}")
 

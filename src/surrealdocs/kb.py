@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from .config import Settings
-from .embed import Embedder, get_embedder
+from .embed import Embedder, get_embedder, provenance
 from .ingest import FileResult, Ingestor, IngestReport, ProgressCallback, rebuild_vector_index
 from .search import Filters, Hit, Searcher
 from .store.connection import Store, connect
@@ -63,17 +63,22 @@ class KnowledgeBase:
             db: store URL or path; default ``SURREALDOCS_DB`` or ``./.surrealdocs/db``.
             settings: full settings; otherwise read from the environment plus ``overrides``.
             embedder: a ready embedder (its ``name`` is recorded in the store); otherwise the
-                model named by ``settings.model`` is loaded. Stores without vectors
-                (``chunked`` or ``embed`` false) load no model.
+                model named by ``settings.model`` is loaded (a hosted provider's,
+                ``openai:MODEL`` or ``ollama:MODEL``, is asked for its dimension). Stores
+                without vectors (``chunked`` or ``embed`` false) load no model.
         """
         settings = settings or Settings.from_env(**overrides)
         if db is not None:
             settings = settings.replace(db=db)
-        embedder = (embedder or get_embedder(settings.model)) if settings.vectors else None
+        if settings.vectors and embedder is None:
+            # Loading a model or probing a provider blocks: keep it off the event loop.
+            embedder = await asyncio.to_thread(get_embedder, settings.model, settings)
+        embedder = embedder if settings.vectors else None
         store = await connect(settings)
         try:
             await ensure_schema(store, settings, embedder.name if embedder else None,
-                                embedder.dimension if embedder else 0)
+                                embedder.dimension if embedder else 0,
+                                provenance=provenance(embedder) if embedder else None)
         except BaseException:
             await store.close()
             raise

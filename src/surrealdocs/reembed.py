@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable
 
 from .config import Settings
-from .embed import Embedder
+from .embed import Embedder, provenance
 from .errors import StoreError
 from .store.connection import Store, connect
 from .store.schema import SCHEMA_VERSION, hnsw_index_sql, layout_of
@@ -73,11 +73,12 @@ async def _reembed(store: Store, settings: Settings, embedder: Embedder,
         hnsw_index_sql(names, settings, embedder.dimension)
         + f" UPDATE {names.documents} SET embedding_model = $model RETURN NONE;"
         " UPSERT $e CONTENT { model: $model, dimension: $dim, distance: $dist,"
-        "   created_at: time::now() };"
+        "   provenance: $provenance, created_at: time::now() };"
         " UPSERT $s SET pending_vectors = 0, rebuilt_at = time::now();"
         " UPSERT $schema MERGE { vectors: true };",  # a store made with embed=False has them now
         {"e": names.embedding_key, "model": embedder.name, "dim": embedder.dimension,
-         "dist": settings.hnsw_distance, "s": names.index_state_key,
+         "dist": settings.hnsw_distance, "provenance": provenance(embedder) or None,
+         "s": names.index_state_key,
          "schema": names.schema_key},
     )
     return done
