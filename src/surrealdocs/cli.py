@@ -487,8 +487,9 @@ def reembed(*, store: StoreOptions) -> None:
     task = progress.add_task("", total=None)
 
     async def work() -> int:
+        settings = store.settings()
         return await reembed_store(
-            store.settings(), get_embedder(model),
+            settings, get_embedder(model, settings),
             lambda done, total: progress.update(task, completed=done, total=total))
 
     with progress:

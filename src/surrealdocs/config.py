@@ -41,7 +41,9 @@ class Settings:
         namespace, database: where the tables live.
         documents_table, chunks_table: table names (several knowledge bases can share a
             database under different names).
-        model: embedding model name (see ``surrealdocs.embed.available_models``).
+        model: embedding model name: a local model (see
+            ``surrealdocs.embed.available_models``) or a hosted one, ``openai:MODEL`` or
+            ``ollama:MODEL`` (the only way anything reaches the network).
         chunk_size, chunk_overlap: chunk length and overlap in characters.
         hnsw_*: HNSW index parameters. ``hnsw_ef`` is the search-time candidate list size
             (a search for k hits uses at least 2k).
@@ -57,7 +59,22 @@ class Settings:
         extract_concurrency: files extracted at once.
         extract_timeout: seconds after which one file's extraction is abandoned.
         ocr_language: Tesseract language for images and scanned PDFs; empty disables OCR.
-        embed_batch_size: texts per model call.
+        embed_batch_size: texts per model call (per request for a hosted provider).
+        embed_base_url: where a hosted embedding provider (``openai:MODEL``,
+            ``ollama:MODEL``) listens. Unset: ``OPENAI_BASE_URL`` or
+            ``https://api.openai.com/v1`` for ``openai:``, ``OLLAMA_HOST`` or
+            ``http://localhost:11434`` for ``ollama:``.
+        embed_api_key: the provider's API key, sent as a bearer token. Unset:
+            ``OPENAI_API_KEY`` for ``openai:``, none for ``ollama:``. Never shown in
+            ``repr``, errors or logs.
+        embed_dimension: the provider model's vector length. Unset, one probe request at
+            open detects it; either way every answer is checked against it.
+        embed_concurrency: requests in flight at once to a provider.
+        embed_timeout: seconds one provider request may take.
+        embed_retries: retries of a provider request after a 429, a 5xx, a timeout or a
+            connection error (so ``embed_retries + 1`` attempts).
+        embed_backoff: seconds before the first retry, doubled for each next one (a
+            ``Retry-After`` from the server wins).
         rebuild_threshold: vectors written since the last HNSW build after which an ingest
             rebuilds the graph (below it, new vectors are searched exactly, which is fast).
         kreuzberg_config: a kreuzberg ``ExtractionConfig`` whose options (OCR, output format,
@@ -98,6 +115,13 @@ class Settings:
     extract_timeout: float = 120.0
     ocr_language: str = "eng"
     embed_batch_size: int = 32
+    embed_base_url: str | None = None
+    embed_api_key: str | None = field(default=None, repr=False)
+    embed_dimension: int | None = None
+    embed_concurrency: int = 4
+    embed_timeout: float = 60.0
+    embed_retries: int = 4
+    embed_backoff: float = 0.5
     rebuild_threshold: int = 2000
     hybrid_fusion: str = "zscore"
     hybrid_candidates: int = 100
@@ -138,7 +162,8 @@ class Settings:
             )
         object.__setattr__(self, "hnsw_distance", str(self.hnsw_distance).upper())
         for name in ("hnsw_efc", "hnsw_m", "hnsw_ef", "extract_concurrency", "embed_batch_size",
-                     "insert_batch_size", "hybrid_candidates", "max_query_chars"):
+                     "insert_batch_size", "hybrid_candidates", "max_query_chars",
+                     "embed_concurrency"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
@@ -169,6 +194,18 @@ class Settings:
             raise ConfigurationError("text_weight and vector_weight must be >= 0, not both 0")
         if self.extract_timeout <= 0:
             raise ConfigurationError("extract_timeout must be positive")
+        if self.embed_dimension is not None and (
+                not isinstance(self.embed_dimension, int) or isinstance(self.embed_dimension, bool)
+                or self.embed_dimension < 1):
+            raise ConfigurationError(
+                f"embed_dimension must be a positive integer, got {self.embed_dimension!r}")
+        if not isinstance(self.embed_retries, int) or self.embed_retries < 0:
+            raise ConfigurationError(
+                f"embed_retries must be zero or a positive integer, got {self.embed_retries!r}")
+        if self.embed_timeout <= 0:
+            raise ConfigurationError("embed_timeout must be positive")
+        if self.embed_backoff < 0:
+            raise ConfigurationError("embed_backoff must be zero or positive")
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Settings:

@@ -58,3 +58,16 @@ class DimensionMismatchError(SurrealDocsError, ValueError):
 
 class ModelUnavailableError(SurrealDocsError):
     """An embedding model cannot be loaded offline on this machine."""
+
+
+class EmbeddingProviderError(SurrealDocsError):
+    """A hosted embedding provider (OpenAI-compatible, Ollama) failed: unreachable, the key
+    or model refused, retries exhausted, or an answer of the wrong shape.
+
+    ``status`` is the HTTP status of the last answer, ``None`` when there was none (the
+    server could not be reached or did not answer in time) or it was not the failure.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status

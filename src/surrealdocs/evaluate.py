@@ -210,7 +210,7 @@ async def evaluate(dataset: str | Path | Dataset, *, settings: Settings | None =
         if mode not in MODES:
             raise ConfigurationError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     settings = settings or Settings.from_env(db="mem://")
-    embedder = embedder or get_embedder(settings.model)
+    embedder = embedder or get_embedder(settings.model, settings)
     progress = on_progress or (lambda stage, done, total: None)
 
     async with await KnowledgeBase.open(settings=settings, embedder=embedder) as kb:

