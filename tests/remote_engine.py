@@ -211,9 +211,10 @@ class RemoteEngine:
     ``settings(transport, **overrides)`` say how to reach it as ``user``/``password`` (a root
     user). For tests: ``methods`` counts the RPC methods received, ``connections`` the
     WebSocket connections accepted; ``root_query()`` reads or changes the engine directly,
-    ``sessions()`` lists the sessions clients hold, ``drop_connections()`` closes every
-    WebSocket as a restarting server would, ``delays`` holds chosen requests back, and
-    ``token_duration`` (e.g. ``"1s"``) makes the tokens ``signin`` hands out expire soon.
+    ``sessions()`` lists the sessions clients hold, ``drop_connections()`` cuts every
+    WebSocket as a crashed server or a broken network does, ``delays`` holds chosen
+    requests back, and ``token_duration`` (e.g. ``"1s"``) makes the tokens ``signin`` hands
+    out expire soon.
     """
 
     def __init__(self, engine_url: str = "mem://", *, user: str = DEFAULT_USER,
@@ -241,7 +242,7 @@ class RemoteEngine:
         self._stopping: asyncio.Event | None = None
         self._db: AsyncEmbeddedDB | None = None
         self._runner: web.AppRunner | None = None
-        self._sockets: set[web.WebSocketResponse] = set()
+        self._sockets: dict[web.WebSocketResponse, asyncio.BaseTransport | None] = {}
 
     # -- life cycle (called from the test's thread) --
 
@@ -328,12 +329,14 @@ class RemoteEngine:
         return self._run(run())
 
     def drop_connections(self) -> int:
-        """Close every open WebSocket from the server side (code 1012, "service restart"),
-        as a restarting server or a broken network would. Returns how many were open."""
+        """Cut every open WebSocket's TCP connection, as a crashed or restarted server or a
+        broken network does (no closing handshake, so a client's event loop need not run
+        for this to return). Their sessions go. Returns how many were open."""
         async def run() -> int:
-            sockets = list(self._sockets)
-            for ws in sockets:
-                await ws.close(code=WSCloseCode.SERVICE_RESTART, message=b"fixture restart")
+            sockets = list(self._sockets.items())
+            for _, transport in sockets:
+                if transport is not None:
+                    transport.abort()
             return len(sockets)
         return self._run(run())
 
@@ -477,7 +480,7 @@ class RemoteEngine:
                            message=b"this fixture speaks the cbor subprotocol only")
             return ws
         self.connections += 1
-        self._sockets.add(ws)
+        self._sockets[ws] = request.transport
         session = await self._attach()
         extra_sessions: set[str] = set()  # sessions the client attached itself
         send_lock = asyncio.Lock()
@@ -502,7 +505,7 @@ class RemoteEngine:
                                    message=b"text frames: this fixture speaks cbor only")
                     break
         finally:
-            self._sockets.discard(ws)
+            self._sockets.pop(ws, None)
             for task in list(tasks):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

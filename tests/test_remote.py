@@ -267,6 +267,84 @@ async def test_unreachable_server_is_a_store_error(transport: str) -> None:
                                                    model="hashing-64"))
 
 
+async def test_database_and_namespace_users_can_open(remote_engine: RemoteEngine,
+                                                    transport: str) -> None:
+    """Settings.user may name a root, namespace or database user (connect() tries the three
+    levels in that order)."""
+    remote_engine.root_query(
+        "DEFINE NAMESPACE surrealdocs; USE NS surrealdocs; DEFINE DATABASE main; USE DB main;"
+        " DEFINE USER app ON DATABASE PASSWORD 'app-pw' ROLES EDITOR;"
+        " DEFINE USER ops ON NAMESPACE PASSWORD 'ops-pw' ROLES EDITOR;")
+    for user, password in (("app", "app-pw"), ("ops", "ops-pw")):
+        kb = await KnowledgeBase.open(settings=remote_engine.settings(
+            transport, user=user, password=password))
+        try:
+            await kb.ingest_texts({f"note://{user}": f"written by the {user} user " * 5})
+            assert (await kb.search(f"{user} user", mode="hybrid"))[0].source == f"note://{user}"
+        finally:
+            await kb.close()
+    with pytest.raises(StoreError, match="problem with authentication"):
+        await KnowledgeBase.open(settings=remote_engine.settings(
+            transport, user="app", password="ops-pw"))
+
+
+async def until(condition: Any, seconds: float = 5.0) -> None:
+    for _ in range(int(seconds / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the condition did not come true in time")
+
+
+async def test_a_dropped_websocket_is_signed_in_again(remote_engine: RemoteEngine) -> None:
+    """A server restart or a network blip: the SDK reopens the socket on the next request,
+    which gives a new, anonymous session; the store signs in and use()s again."""
+    kb = await KnowledgeBase.open(settings=remote_engine.settings("ws"))
+    try:
+        await kb.ingest_texts(TEXTS)
+        for _ in range(2):
+            assert remote_engine.drop_connections() == 1
+            await until(lambda: kb.store.client.recv_task.done())  # the client noticed
+            hits = await asyncio.gather(*(kb.search(q, mode="text", limit=1)
+                                          for q in ("cats", "BM25", "HNSW graph")))
+            assert [h[0].source for h in hits] == ["note://cats", "note://bm25", "note://hnsw"]
+        assert remote_engine.methods["signin"] == 3  # one renewal per drop, not per query
+        assert remote_engine.connections == 3
+    finally:
+        await kb.close()
+
+
+async def test_a_lent_connection_is_not_signed_in_again(remote_engine: RemoteEngine) -> None:
+    """Store.around() has no credentials: after a drop it reports the server's refusal."""
+    db = await sdk_connection(remote_engine, "ws")
+    try:
+        store = await Store.around(db)
+        remote_engine.drop_connections()
+        await until(lambda: db.recv_task.done())
+        with pytest.raises(StoreError, match="Anonymous access not allowed"):
+            await store.query("RETURN 1;")
+    finally:
+        await db.close()
+
+
+async def test_an_expired_token_is_renewed() -> None:
+    """Over HTTP every request carries the token signin returned, which expires (an hour by
+    default; a second here); the store signs in again. A WebSocket session outlives it."""
+    from remote_engine import RemoteEngine
+
+    with RemoteEngine(token_duration="1s") as engine:
+        kbs = [await KnowledgeBase.open(settings=engine.settings(t)) for t in ("ws", "http")]
+        try:
+            await kbs[1].ingest_texts(TEXTS)
+            await asyncio.sleep(2.1)
+            for kb in kbs:
+                assert (await kb.search("cats", mode="text"))[0].source == "note://cats"
+            assert engine.methods["signin"] == 3
+        finally:
+            for kb in kbs:
+                await kb.close()
+
+
 def test_sync_knowledge_base_over_ws(remote_settings: Settings) -> None:
     with SyncKnowledgeBase(settings=remote_settings) as kb:
         kb.ingest_texts(TEXTS)
