@@ -218,7 +218,7 @@ class RemoteEngine:
     """
 
     def __init__(self, engine_url: str = "mem://", *, user: str = DEFAULT_USER,
-                 password: str = DEFAULT_PASSWORD, host: str = "127.0.0.1",
+                 password: str = DEFAULT_PASSWORD, host: str = "127.0.0.1", port: int = 0,
                  token_duration: str | None = None) -> None:
         if not _IDENTIFIER.match(user):
             raise ValueError(f"user must be a plain identifier, got {user!r}")
@@ -230,6 +230,7 @@ class RemoteEngine:
         self.password = password
         self.host = host
         self.port: int | None = None
+        self._requested_port = port  # 0: the OS picks; a fixed one to restart a server in place
         self.methods: collections.Counter[str] = collections.Counter()
         self.connections = 0
         # Fault injection: a request whose bytes contain a key (e.g. b"REBUILD INDEX") is held
@@ -393,7 +394,7 @@ class RemoteEngine:
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None,
                                      shutdown_timeout=2.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0, reuse_address=False)
+        site = web.TCPSite(self._runner, self.host, self._requested_port, reuse_address=True)
         await site.start()
         self.port = int(self._runner.addresses[0][1])
 

@@ -345,6 +345,30 @@ async def test_an_expired_token_is_renewed() -> None:
                 await kb.close()
 
 
+async def test_a_server_restart_keeps_data_and_clients(tmp_path: Path) -> None:
+    """A file-backed server restarted in place: the open store reconnects, signs in again and
+    finds its data."""
+    from remote_engine import RemoteEngine
+
+    path = f"surrealkv://{tmp_path / 'server-db'}"
+    first = RemoteEngine(path).start()
+    port = first.port
+    kb = await KnowledgeBase.open(settings=first.settings("ws"))
+    try:
+        await kb.ingest_texts(TEXTS)
+        await asyncio.to_thread(first.stop)
+        await until(lambda: kb.store.client.recv_task.done())
+        with pytest.raises(StoreError, match=r"could not connect"):
+            await kb.search("cats", mode="text")
+        with RemoteEngine(path, port=port):
+            assert (await kb.search("cats", mode="text"))[0].source == "note://cats"
+            assert (await kb.stats()).documents == 3
+            await kb.close()  # before the server stops: its shutdown waits for the client
+    finally:
+        await kb.close()
+        first.stop()
+
+
 def test_sync_knowledge_base_over_ws(remote_settings: Settings) -> None:
     with SyncKnowledgeBase(settings=remote_settings) as kb:
         kb.ingest_texts(TEXTS)
@@ -484,4 +508,25 @@ async def test_a_slow_index_rebuild_does_not_fail_the_ingest(
     finally:
         remote_engine.delays.clear()
         await asyncio.sleep(0.8)
+        await kb.close()
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "ingest.py: a document a crashed client left incomplete (complete = false) counts as "
+    "existing, so the next ingest of that content reports 'duplicate' and then 'unchanged' "
+    "while search hides it; recover() leaves it for an hour on a server, and each such "
+    "ingest touches updated_at, which postpones that hour"))
+async def test_an_incomplete_document_left_by_a_crash_is_written_again(
+        remote_engine: RemoteEngine) -> None:
+    kb = await KnowledgeBase.open(settings=remote_engine.settings("ws"))
+    try:
+        text = "the walrus document a crashed client left half written " * 8
+        await kb.ingest_texts({"crashed://a": text})
+        # What a client that died between writing the chunks and completing leaves behind.
+        remote_engine.root_query("UPDATE documents SET complete = false; DELETE files;",
+                                 namespace="surrealdocs", database="main")
+        report = await kb.ingest_texts({"crashed://a": text})
+        assert report.results[0].status == "ingested", report.results[0].status
+        assert [h.source for h in await kb.search("walrus", mode="text")] == ["crashed://a"]
+    finally:
         await kb.close()
