@@ -209,8 +209,12 @@ class RemoteEngine:
     A test fixture, not a server (see the module docstring). ``start()``/``stop()`` or a
     ``with`` block; once started, ``ws_url``/``http_url``/``url(transport)`` and
     ``settings(transport, **overrides)`` say how to reach it as ``user``/``password`` (a root
-    user). For tests: ``methods`` counts the RPC methods received, ``connections`` the
-    WebSocket connections accepted; ``root_query()`` reads or changes the engine directly,
+    user). ``engine_url`` is ``mem://`` or a ``surrealkv://`` path; ``port`` 0 lets the OS
+    choose, a fixed one restarts a server in place.
+
+    For tests: ``methods`` counts the RPC methods received, ``connections`` the WebSocket
+    connections accepted, ``http_peers`` holds the client addresses HTTP requests came
+    from (one per TCP connection); ``root_query()`` reads or changes the engine directly,
     ``sessions()`` lists the sessions clients hold, ``drop_connections()`` cuts every
     WebSocket as a crashed server or a broken network does, ``delays`` holds chosen
     requests back, and ``token_duration`` (e.g. ``"1s"``) makes the tokens ``signin`` hands
@@ -233,6 +237,7 @@ class RemoteEngine:
         self._requested_port = port  # 0: the OS picks; a fixed one to restart a server in place
         self.methods: collections.Counter[str] = collections.Counter()
         self.connections = 0
+        self.http_peers: set[Any] = set()  # client addresses of HTTP requests: TCP connections
         # Fault injection: a request whose bytes contain a key (e.g. b"REBUILD INDEX") is held
         # that many seconds before the engine sees it, as a slow statement on a server is.
         self.delays: dict[bytes, float] = {}
@@ -530,6 +535,8 @@ class RemoteEngine:
     # -- HTTP: POST /rpc, one session per request --
 
     async def _http(self, request: web.Request) -> web.StreamResponse:
+        if request.transport is not None:
+            self.http_peers.add(request.transport.get_extra_info("peername"))
         body = await request.read()
         session = await self._attach()
         try:

@@ -248,6 +248,20 @@ async def test_wrong_password_is_a_clear_store_error(remote_engine: RemoteEngine
     assert message.startswith(f"cannot open {remote_engine.url(transport)}")
     assert "problem with authentication" in message
     assert "Traceback" not in message and "\n" not in message
+    await until(lambda: not remote_engine.sessions())  # the refused connection was closed
+
+
+async def test_http_queries_share_connections(remote_engine: RemoteEngine) -> None:
+    """Without a pooled session the SDK opens a TCP (over https: TLS) connection per query."""
+    kb = await KnowledgeBase.open(settings=remote_engine.settings("http"))
+    try:
+        await kb.ingest_texts(TEXTS)
+        for _ in range(10):
+            await kb.search("cats", mode="hybrid")
+        assert sum(remote_engine.methods.values()) > 30
+        assert len(remote_engine.http_peers) <= 3
+    finally:
+        await kb.close()
 
 
 async def test_missing_credentials_are_a_store_error(remote_engine: RemoteEngine,

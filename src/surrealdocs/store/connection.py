@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -295,16 +296,24 @@ async def connect(settings: Settings | None = None) -> Store:
             await _signin(client, settings)
         await client.use(settings.namespace, settings.database)
 
+    client: Any = None
     try:
         client = AsyncSurreal(url)
+        if scheme in ("http", "https"):
+            # One pooled HTTP session: without it the SDK opens a TCP (and TLS) connection
+            # per query.
+            await client.__aenter__()
         await client.connect()
         await sign_in(client)
-    except SurrealError as exc:
+    except (SurrealError, OSError) as exc:
+        if client is not None:  # a refused signin leaves an open socket or HTTP session
+            with contextlib.suppress(Exception):
+                await client.close()
+        if isinstance(exc, OSError):
+            raise StoreError(f"cannot reach {url}: {exc}") from exc
         hint = ""
         if "lock" in str(exc).lower():
             hint = " (another process has this database open; close it or use a server URL)"
         raise StoreError(f"cannot open {url}: {exc}{hint}") from exc
-    except OSError as exc:
-        raise StoreError(f"cannot reach {url}: {exc}") from exc
     return Store(client=client, url=url, namespace=settings.namespace, database=settings.database,
                  names=names, owned=True, renew=sign_in if scheme in REMOTE_SCHEMES else None)
