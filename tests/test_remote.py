@@ -404,6 +404,19 @@ def test_cli_against_the_server(remote_engine: RemoteEngine, transport: str,
     assert result.exit_code == 0 and json.loads(result.output)[0]["source"].endswith("bm25.txt")
     result = runner.invoke(app, ["stats", *common, "--json"])
     assert json.loads(result.output)["documents"] == 5
+    result = runner.invoke(app, ["rebuild-index", *common])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["reembed", *common[:6], "--model", "hashing-32"])
+    assert result.exit_code == 0 and "re-embedded with hashing-32" in result.output
+    common[-1] = "hashing-32"
+    result = runner.invoke(app, ["stats", *common, "--json"])
+    assert json.loads(result.output)["dimension"] == 32
+    result = runner.invoke(app, ["add", "Research", str(docs / "bm25.txt"), *common])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["search", "ranking", "--notebook", "Research", *common,
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    assert {h["source"] for h in json.loads(result.output)} == {str(docs / "bm25.txt")}
     result = runner.invoke(app, ["stats", *common[:4], "--password", "nope", "--json"])
     assert result.exit_code != 0
     assert "problem with authentication" in " ".join(result.output.split())
