@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from surrealdb import AsyncSurreal, SurrealError
+from surrealdb.errors import HttpStatusError, NotAllowedError
 
 from ..config import DEFAULT_DIR, Settings
 from ..errors import ConfigurationError, StoreError
@@ -71,6 +73,11 @@ class Store:
     database: str
     names: Names = field(default_factory=Names)
     owned: bool = False  # opened by connect(), not a connection the caller lent us
+    # Signs in and use()s again when a server has forgotten the session (see _renew).
+    renew: Callable[[Any], Awaitable[None]] | None = field(default=None, repr=False,
+                                                           compare=False)
+    _renewals: int = field(default=0, repr=False, compare=False)
+    _renew_lock: asyncio.Lock | None = field(default=None, repr=False, compare=False)
     _in_flight: int = field(default=0, repr=False, compare=False)
     _idle: asyncio.Event | None = field(default=None, repr=False, compare=False)
     _open: asyncio.Event | None = field(default=None, repr=False, compare=False)
@@ -135,16 +142,23 @@ class Store:
         """Run SurrealQL and return one result per statement.
 
         Raises :class:`StoreError` naming the statement's own error (not the "not executed
-        due to a failed transaction" that follows it). Write conflicts are retried.
+        due to a failed transaction" that follows it). Write conflicts are retried, and so,
+        once, is a request a server refused whole because it forgot the session (see
+        :meth:`_renew`).
         """
         idle, is_open = self._events()
-        for attempt in range(retries + 1):
+        attempt, renewed = 0, False
+        while True:
             await is_open.wait()
+            renewals = self._renewals
             self._in_flight += 1
             idle.clear()
             try:
                 raw = await self.client.query_raw(sql, dict(params or {}))
             except SurrealError as exc:
+                if not renewed and _session_lost(exc) and await self._renew(renewals):
+                    renewed = True
+                    continue
                 raise StoreError(f"{exc}") from exc
             finally:
                 self._in_flight -= 1
@@ -153,11 +167,35 @@ class Store:
             error = _first_error(raw)
             if error is None:
                 return [stmt.get("result") for stmt in raw.get("result", [])]
+            if not renewed and _session_lost(raw) and await self._renew(renewals):
+                renewed = True
+                continue
             if "conflict" in error.lower() and "retr" in error.lower() and attempt < retries:
-                await asyncio.sleep(0.02 * (attempt + 1))
+                attempt += 1
+                await asyncio.sleep(0.02 * attempt)
                 continue
             raise StoreError(error)
-        raise AssertionError("unreachable")
+
+    async def _renew(self, renewals: int) -> bool:
+        """Sign in and ``use()`` again on a server that no longer knows this connection's
+        session: the SDK reopens a dropped WebSocket (a server restart, a network blip) as a
+        new, anonymous session, and over HTTP the token from ``signin`` expires (after an
+        hour by default). Done once however many queries noticed; ``renewals`` is the count
+        the caller saw before its query. False for stores that cannot (embedded, or a
+        connection the caller lent us)."""
+        if self.renew is None:
+            return False
+        if self._renew_lock is None:
+            self._renew_lock = asyncio.Lock()
+        async with self._renew_lock:
+            if self._renewals == renewals:
+                try:
+                    await self.renew(self.client)
+                except SurrealError as exc:
+                    raise StoreError(f"{self.url} no longer knows this connection's session, "
+                                     f"and signing in again failed: {exc}") from exc
+                self._renewals += 1
+        return True
 
     async def run(self, *statements: Statement) -> list[Any]:
         """Run statements in one round trip (each its own transaction); one result per
@@ -227,6 +265,48 @@ def connection_url(client: Any) -> str:
     return "unknown://"
 
 
+def _detail_kind(error: Any) -> Any:
+    details = error.get("details") if isinstance(error, Mapping) else None
+    return details.get("kind") if isinstance(details, Mapping) else None
+
+
+def _session_lost(failure: Any) -> bool:
+    """Whether a server refused a whole request, running none of it, because the session is
+    not signed in (any more) or has no namespace or database selected."""
+    if isinstance(failure, HttpStatusError):
+        return bool(failure.status == 401)
+    if isinstance(failure, NotAllowedError):
+        return bool(_detail_kind({"details": failure.details}) == "Auth")
+    if not isinstance(failure, Mapping):
+        return False
+    if isinstance(failure.get("error"), Mapping):
+        error = failure["error"]
+        return bool(error.get("kind") == "NotAllowed" and _detail_kind(error) == "Auth")
+    statements = failure.get("result")
+    if not isinstance(statements, list) or not statements:
+        return False
+    kinds = [_detail_kind(s) if isinstance(s, Mapping) and s.get("status") == "ERR" else None
+             for s in statements]  # every statement refused for want of a namespace/database
+    return (all(k in ("NamespaceEmpty", "DatabaseEmpty", "NotExecuted") for k in kinds)
+            and any(k != "NotExecuted" for k in kinds))
+
+
+async def _signin(client: Any, settings: Settings) -> None:
+    """Sign in as ``settings.user``: a root user, else a user of the settings' database, else
+    one of its namespace (a server keeps the three levels apart; the first to accept wins)."""
+    credentials = {"username": settings.user, "password": settings.password or ""}
+    levels: list[dict[str, str]] = [
+        {}, {"namespace": settings.namespace, "database": settings.database},
+        {"namespace": settings.namespace}]
+    for level in levels[:-1]:
+        try:
+            await client.signin({**level, **credentials})
+            return
+        except NotAllowedError:
+            continue
+    await client.signin({**levels[-1], **credentials})
+
+
 def _first_error(raw: Mapping[str, Any]) -> str | None:
     if raw.get("error"):
         err = raw["error"]
@@ -251,18 +331,34 @@ async def connect(settings: Settings | None = None) -> Store:
     names = Names(settings.documents_table, settings.chunks_table, settings.analyzer_language)
     if scheme in ("surrealkv", "surrealkv+versioned", "file"):
         Path(url.split("://", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+
+    async def sign_in(client: Any) -> None:
+        if scheme in REMOTE_SCHEMES and settings.user:
+            # An expired token still rides on every HTTP request, the signin included, and a
+            # server answers that with 401 before it reads the credentials.
+            if getattr(client, "token", None):
+                client.token = None
+            await _signin(client, settings)
+        await client.use(settings.namespace, settings.database)
+
+    client: Any = None
     try:
         client = AsyncSurreal(url)
+        if scheme in ("http", "https"):
+            # One pooled HTTP session: without it the SDK opens a TCP (and TLS) connection
+            # per query.
+            await client.__aenter__()
         await client.connect()
-        if scheme in REMOTE_SCHEMES and settings.user:
-            await client.signin({"username": settings.user, "password": settings.password or ""})
-        await client.use(settings.namespace, settings.database)
-    except SurrealError as exc:
+        await sign_in(client)
+    except (SurrealError, OSError) as exc:
+        if client is not None:  # a refused signin leaves an open socket or HTTP session
+            with contextlib.suppress(Exception):
+                await client.close()
+        if isinstance(exc, OSError):
+            raise StoreError(f"cannot reach {url}: {exc}") from exc
         hint = ""
         if "lock" in str(exc).lower():
             hint = " (another process has this database open; close it or use a server URL)"
         raise StoreError(f"cannot open {url}: {exc}{hint}") from exc
-    except OSError as exc:
-        raise StoreError(f"cannot reach {url}: {exc}") from exc
     return Store(client=client, url=url, namespace=settings.namespace, database=settings.database,
-                 names=names, owned=True)
+                 names=names, owned=True, renew=sign_in if scheme in REMOTE_SCHEMES else None)
