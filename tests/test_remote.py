@@ -453,7 +453,7 @@ async def test_notebooks_over_the_server(remote_engine: RemoteEngine, transport:
         assert await nbs.hybrid_search("dense retrieval", notebook_id=research.id,
                                        created_before=yesterday) == []
 
-        assert await nbs.rebuild_notebook_index(research.id, force=True)
+        assert await nbs.kb.storage.chunks.rebuild_notebook_if_due(research.id, force=True)
         assert await nbs.vector_search("dense retrieval", notebook_id=research.id)
         assert [j.status for j in await nbs.jobs()] == ["done", "done"]
 
