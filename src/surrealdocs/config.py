@@ -89,6 +89,9 @@ class Settings:
         rrf_k: the constant k of reciprocal rank fusion, ``1 / (k + rank)``.
         text_weight, vector_weight: weights of the BM25 and vector legs in the fusion.
         max_query_chars: longest query text accepted.
+        write_lease: seconds a document being written may go without progress before
+            another writer on a shared server treats it as abandoned (its writer died) and
+            writes it again; also the age at which such debris is cleaned up on open.
     """
 
     db: str | None = None
@@ -129,6 +132,7 @@ class Settings:
     text_weight: float = 1.0
     vector_weight: float = 1.0
     max_query_chars: int = 10_000
+    write_lease: float = 120.0
     kreuzberg_config: Any = field(default=None, compare=False, repr=False,
                                   metadata=_NOT_FROM_ENV)
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False,
@@ -194,6 +198,8 @@ class Settings:
             raise ConfigurationError("text_weight and vector_weight must be >= 0, not both 0")
         if self.extract_timeout <= 0:
             raise ConfigurationError("extract_timeout must be positive")
+        if self.write_lease <= 0:
+            raise ConfigurationError("write_lease must be positive")
         if self.embed_dimension is not None and (
                 not isinstance(self.embed_dimension, int) or isinstance(self.embed_dimension, bool)
                 or self.embed_dimension < 1):

@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from surrealdb import RecordID
 
@@ -30,11 +30,13 @@ from .errors import ConfigurationError
 from .extract import Extracted, ExtractFailure, extract_bytes, extract_file
 from .results import STATUSES, FileResult, IngestReport
 from .store.connection import Statement
+from .store.documents import DocumentExistsError
 from .store.storage import Storage
 
 __all__ = ["STATUSES", "FileResult", "IngestReport", "Ingestor", "ProgressCallback", "sha256"]
 
 ProgressCallback = Callable[[FileResult], None]
+T = TypeVar("T")
 
 
 def sha256(data: bytes | str) -> str:
@@ -156,7 +158,7 @@ class Ingestor:
                 on_result(result)
             return result
 
-        return list(await asyncio.gather(*(one(s) for s in sources)))
+        return await _all_or_cancel([one(s) for s in sources])
 
     async def _ingest_one(self, src: _Source, previous: dict[str, Any] | None, force: bool,
                           retry_failed: bool) -> FileResult:
@@ -195,19 +197,46 @@ class Ingestor:
         content_hash = sha256(doc.content)
         doc_id = documents.document_id(content_hash)
         was_there = previous is not None and previous.get("status") in ("ingested", "duplicate")
-        if not await documents.exists(doc_id):
-            vectors = await self._embed(doc)
+        vectors: Any = None
+        embedded = False
+        while True:
+            state = await documents.state(doc_id)
+            if state is not None and state.complete:
+                break
+            if state is not None:  # another writer's, or abandoned by a dead one
+                await self._wait_or_take_over(doc_id, state.idle_seconds)
+                continue
+            if not embedded:
+                vectors, embedded = await self._embed(doc), True
             async with self.store.write_lock:
-                if not await documents.exists(doc_id):
+                if await documents.state(doc_id) is not None:
+                    continue  # written meanwhile: look again
+                try:
                     await self._write_new(key, file_hash, size, doc, doc_id, content_hash,
                                           vectors)
-                    return FileResult(key, "updated" if was_there else "ingested",
-                                      document_id=str(doc_id), chunks=len(doc.chunks))
+                except DocumentExistsError:  # another process created it first
+                    continue
+            return FileResult(key, "updated" if was_there else "ingested",
+                              document_id=str(doc_id), chunks=len(doc.chunks))
         async with self.store.write_lock:
             await documents.add_source(key, file_hash, size, doc.mime_type, doc_id)
         same_doc = previous is not None and str(previous.get("document")) == str(doc_id)
         return FileResult(key, "unchanged" if same_doc else "duplicate",
                           document_id=str(doc_id))
+
+    async def _wait_or_take_over(self, doc_id: RecordID, idle_seconds: int) -> None:
+        """A document of the same text is being written. In this process, the writer holds
+        the write lock: once we hold it, what is still incomplete is debris. On a server,
+        another process may be writing it: wait, and take over once it has made no progress
+        for the write lease (its writer died)."""
+        documents = self.storage.documents
+        if self.store.owned and self.store.embedded:
+            async with self.store.write_lock:
+                await documents.discard_incomplete(doc_id)
+        elif idle_seconds >= self.settings.write_lease:
+            await documents.discard_incomplete(doc_id, int(self.settings.write_lease))
+        else:
+            await asyncio.sleep(min(1.0, self.settings.write_lease / 10))
 
     async def _embed(self, doc: Extracted) -> Any:
         """The chunks' vectors (``None`` without vectors)."""
@@ -240,7 +269,7 @@ class Ingestor:
             "embedding_model": self.embedding.name if self.embedding else None,
         })
         try:
-            await storage.chunks.insert(rows)
+            await storage.chunks.insert(rows, heartbeat=storage.documents.touch_statement(doc_id))
             notebooks, topics = await storage.documents.membership_of_source(key)
             await self.store.transaction(
                 storage.documents.complete_statement(key, file_hash, size, doc.mime_type,
@@ -249,7 +278,7 @@ class Ingestor:
                 *self._inherit(doc_id, notebooks, topics))
             self._touched_notebooks.update(notebooks)
         except BaseException:
-            await asyncio.shield(storage.documents.delete(doc_id))
+            await asyncio.shield(storage.documents.discard_incomplete(doc_id))
             raise
 
     def _inherit(self, doc: RecordID, notebooks: list[Any],
@@ -263,3 +292,26 @@ class Ingestor:
             statements.append(self.storage.notebooks.inherit_statement(doc, notebooks))
             statements += self.storage.chunks.inherit_statements(doc, notebooks)
         return statements
+
+
+async def _all_or_cancel(work: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
+    """Run coroutines concurrently; when one raises, cancel the others (so nothing keeps
+    writing after the call has failed) and raise its error."""
+    tasks = [asyncio.ensure_future(w) for w in work]
+    if not tasks:
+        return []
+    try:
+        _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    if pending:
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+    for task in tasks:
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+    return [task.result() for task in tasks]

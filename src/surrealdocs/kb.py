@@ -38,11 +38,6 @@ from .store.storage import Storage
 
 T = TypeVar("T")
 
-# Incomplete documents older than this are a crashed writer's on a shared server; on an
-# embedded store this process is the only writer, so every incomplete document is debris.
-REMOTE_RECOVERY_AGE_SECONDS = 3600
-
-
 class KnowledgeBase:
     """Documents, chunks and vectors in one SurrealDB store, searchable three ways.
 
@@ -133,8 +128,10 @@ class KnowledgeBase:
                             embedder.dimension if embedder else 0,
                             provenance=provenance(embedder) if embedder else None)
         kb = cls(store, embedder, settings)
+        # On an embedded store this process is the only writer, so every incomplete document
+        # is a crash's debris; on a server only those idle for longer than the write lease.
         exclusive = store.owned and store.embedded
-        await kb.storage.documents.recover(0 if exclusive else REMOTE_RECOVERY_AGE_SECONDS)
+        await kb.storage.documents.recover(0 if exclusive else int(settings.write_lease))
         if settings.chunked:
             await kb.jobs.requeue_interrupted()
             if run_jobs:

@@ -59,8 +59,8 @@ async def reembed(settings: Settings, embedder: Embedder,
             last = rows[-1]["id"]
             if on_progress:
                 on_progress(done, total)
-        await store.build_index(chunks.vector_index_statement(),
-                                storage.documents.embedding_model_statement(embedder.name))
+        await chunks.define_vector_index(
+            storage.documents.embedding_model_statement(embedder.name))
         for notebook in await storage.notebooks.select():
             await chunks.recopy_notebook(notebook["id"])
             await chunks.rebuild_notebook_if_due(notebook["id"], force=True)

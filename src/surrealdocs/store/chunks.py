@@ -22,6 +22,7 @@ vector tables and the counters that decide when an HNSW graph is rebuilt.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from itertools import repeat
 from typing import Any
@@ -36,6 +37,7 @@ from .connection import Statement, Store
 from .schema import hnsw_index_sql
 
 STATEMENTS_PER_ROUND_TRIP = 10
+REMOTE_BUILD_POLL_SECONDS = 0.5
 
 _DETAIL_FIELDS = (
     "id, document, content, chunk_index, char_start, char_end, page_number, last_page,"
@@ -90,18 +92,19 @@ class ChunkStorage:
             out.append(row)
         return out
 
-    async def insert(self, rows: Sequence[dict[str, Any]]) -> None:
+    async def insert(self, rows: Sequence[dict[str, Any]],
+                     heartbeat: Statement | None = None) -> None:
         """Insert rows, ``insert_batch_size`` per statement, several statements per round
-        trip (each statement is its own transaction)."""
+        trip (each statement is its own transaction). ``heartbeat`` runs with every round
+        trip (a writer marking its document as still being written)."""
         batch = self.settings.insert_batch_size
         step = batch * STATEMENTS_PER_ROUND_TRIP
         for start in range(0, len(rows), step):
             group = rows[start:start + step]
-            params = {f"rows{n}": list(group[i:i + batch])
-                      for n, i in enumerate(range(0, len(group), batch))}
-            await self.store.query(
-                "\n".join(f"INSERT INTO {self.table} ${name} RETURN NONE;" for name in params),
-                params)
+            statements = [Statement(f"INSERT INTO {self.table} $rows{n} RETURN NONE;",
+                                    {f"rows{n}": list(group[i:i + batch])})
+                          for n, i in enumerate(range(0, len(group), batch))]
+            await self.store.run(*statements, *([heartbeat] if heartbeat else []))
 
     async def count(self) -> int:
         (rows,) = await self.store.query(f"SELECT count() AS n FROM {self.table} GROUP ALL;")
@@ -243,13 +246,23 @@ class ChunkStorage:
         seen = await self.pending(pending_of)
         if not force and seen < self.settings.rebuild_threshold:
             return False
+        # vectors counted while the graph was built stay counted
+        counted = Statement(
+            "UPSERT $k SET pending_vectors = math::max([(pending_vectors OR 0) - $seen, 0]),"
+            " rebuilt_at = time::now() RETURN NONE;",
+            {"k": self._pending_key(pending_of), "seen": seen})
         async with self.store.write_lock:
-            # vectors counted while the graph was built stay counted
-            await self.store.build_index(Statement(
-                f"REBUILD INDEX {index} ON {table};"
-                " UPSERT $k SET pending_vectors = math::max([(pending_vectors OR 0) - $seen, 0]),"
-                " rebuilt_at = time::now() RETURN NONE;",
-                {"k": self._pending_key(pending_of), "seen": seen}))
+            if self.store.embedded:
+                await self.store.build_index(
+                    Statement(f"REBUILD INDEX {index} ON {table};"), counted)
+            else:
+                # A server builds a large graph for longer than the SDK waits for any reply
+                # (30 s): build it in the background and wait for it here. Searches meanwhile
+                # scan exactly (see vector_rows).
+                await self.store.query(f"REBUILD INDEX {index} ON {table} CONCURRENTLY;")
+                while not await self.vector_index_ready(index, table):
+                    await asyncio.sleep(REMOTE_BUILD_POLL_SECONDS)
+                await self.store.run(counted)
         return True
 
     async def vector_index_ready(self, index: str, table: str) -> bool:
@@ -324,13 +337,21 @@ class ChunkStorage:
                 "FOR $u IN $batch { UPDATE $u.id SET embedding = $u.v RETURN NONE; };",
                 {"batch": items[start:start + batch]})
 
-    def vector_index_statement(self) -> Statement:
-        """Define the shared HNSW index for this storage's dimension; the graph is built
-        from the stored vectors, so nothing waits outside it."""
-        return Statement(
-            hnsw_index_sql(self.names, self.settings, self.dimension)
-            + " UPSERT $index_state SET pending_vectors = 0, rebuilt_at = time::now();",
-            {"index_state": self._pending_key()})
+    async def define_vector_index(self, *also: Statement) -> None:
+        """Define the shared HNSW index for this storage's dimension and build its graph
+        from the stored vectors (nothing waits outside it then); ``also`` runs with it."""
+        counted = Statement("UPSERT $index_state SET pending_vectors = 0,"
+                            " rebuilt_at = time::now();",
+                            {"index_state": self._pending_key()})
+        define = hnsw_index_sql(self.names, self.settings, self.dimension)
+        if self.store.embedded:
+            await self.store.build_index(Statement(define), counted, *also)
+            return
+        # on a server, in the background (see _rebuild)
+        await self.store.query(define.rstrip(";") + " CONCURRENTLY;")
+        while not await self.vector_index_ready(self.names.hnsw_index, self.table):
+            await asyncio.sleep(REMOTE_BUILD_POLL_SECONDS)
+        await self.store.run(counted, *also)
 
     async def recopy_notebook(self, notebook: RecordID) -> None:
         """Fill a (re)defined notebook table from its notebook's current chunks."""

@@ -14,10 +14,12 @@ deletes the ones a crash left behind.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from surrealdb import RecordID
 
+from ..errors import StoreError
 from ..filters import Filters
 from .conditions import filter_conditions
 from .connection import Statement, Store
@@ -33,6 +35,16 @@ IF $old != NONE AND $old != $doc {
     IF array::len((SELECT VALUE sources FROM ONLY $old) OR []) = 0 { DELETE $old; };
 };
 """
+
+
+class DocumentExistsError(Exception):
+    """Another writer created the document first (an internal signal of a lost race)."""
+
+
+@dataclass(frozen=True)
+class DocumentState:
+    complete: bool
+    idle_seconds: int  # since the document was last written (a writer touches it)
 
 
 class DocumentStorage:
@@ -55,6 +67,15 @@ class DocumentStorage:
     async def exists(self, doc: RecordID) -> bool:
         (row,) = await self.store.query("SELECT VALUE id FROM ONLY $doc;", {"doc": doc})
         return row is not None
+
+    async def state(self, doc: RecordID) -> DocumentState | None:
+        """Whether the document exists, is complete, and how long ago it was last written."""
+        (row,) = await self.store.query(
+            "SELECT complete, time::unix(time::now()) - time::unix(updated_at) AS idle"
+            " FROM ONLY $doc;", {"doc": doc})
+        if not isinstance(row, dict):
+            return None
+        return DocumentState(bool(row.get("complete")), int(row.get("idle") or 0))
 
     async def get(self, doc: RecordID) -> dict[str, Any] | None:
         (row,) = await self.store.query("SELECT * FROM ONLY $doc;", {"doc": doc})
@@ -138,11 +159,34 @@ class DocumentStorage:
     async def create_incomplete(self, doc: RecordID, fields: dict[str, Any]) -> None:
         """Create a document marked incomplete (invisible to search). It has no ``source``
         yet: that is UNIQUE, and the source may still point at its previous document until
-        :meth:`complete_statement` detaches it in the same transaction."""
-        await self.store.query(
-            "CREATE $doc CONTENT $document RETURN NONE;",
-            {"doc": doc, "document": {**{k: v for k, v in fields.items() if v is not None},
-                                      "complete": False}})
+        :meth:`complete_statement` detaches it in the same transaction. Raises
+        :class:`DocumentExistsError` when another writer created it first."""
+        try:
+            await self.store.query(
+                "CREATE $doc CONTENT $document RETURN NONE;",
+                {"doc": doc, "document": {**{k: v for k, v in fields.items() if v is not None},
+                                          "complete": False}})
+        except StoreError as exc:
+            if "already exists" in str(exc):
+                raise DocumentExistsError(str(doc)) from exc
+            raise
+
+    def touch_statement(self, doc: RecordID) -> Statement:
+        """Mark an incomplete document as still being written (its writer's heartbeat)."""
+        return Statement("UPDATE $doc SET chunk_count = chunk_count WHERE complete = false"
+                         " RETURN NONE;", {"doc": doc})
+
+    async def discard_incomplete(self, doc: RecordID, idle_seconds: int = 0) -> bool:
+        """Delete ``doc`` if it is still incomplete and idle for at least ``idle_seconds``
+        (its writer failed or died); the sources that pointed at it are extracted again at
+        their next ingest. Returns whether it was deleted."""
+        result = await self.store.query(
+            "LET $gone = (DELETE $doc WHERE complete = false"
+            " AND time::unix(time::now()) - time::unix(updated_at) >= $idle RETURN BEFORE);"
+            f" IF array::len($gone) > 0 {{ UPDATE {self.files} SET file_hash = ''"
+            " WHERE document = $doc RETURN NONE; }; RETURN array::len($gone) > 0;",
+            {"doc": doc, "idle": int(idle_seconds)})
+        return bool(result[-1])
 
     def complete_statement(self, source: str, file_hash: str, size: int, mime_type: str,
                            doc: RecordID) -> Statement:
@@ -219,15 +263,18 @@ class DocumentStorage:
     async def recover(self, older_than_seconds: int = 0) -> int:
         """Delete documents left incomplete by a crash (their chunks cascade); how many.
 
-        Only documents older than ``older_than_seconds`` go: on a shared server another
-        writer may be working on a recent one.
+        Only documents idle for ``older_than_seconds`` go: on a shared server another
+        writer may be working on a recent one (writers touch their document as they go).
+        The sources that pointed at them are extracted again at their next ingest.
         """
-        (deleted,) = await self.store.query(
-            f"DELETE {self.table} WHERE complete = false"
-            " AND updated_at < time::now() - type::duration($age) RETURN BEFORE;",
+        result = await self.store.query(
+            f"LET $gone = (DELETE {self.table} WHERE complete = false"
+            " AND updated_at < time::now() - type::duration($age) RETURN BEFORE);"
+            f" UPDATE {self.files} SET file_hash = '' WHERE document IN $gone.id RETURN NONE;"
+            " RETURN array::len($gone);",
             {"age": f"{int(older_than_seconds)}s"},
         )
-        return len(deleted or [])
+        return int(result[-1] or 0)
 
     # ----- documents written as notebook sources ----------------------------------------
     async def create_text(self, doc: RecordID, fields: dict[str, Any]) -> None:
