@@ -24,14 +24,15 @@ from typing import Any, TypeVar
 
 from .config import Settings
 from .embed import Embedder, EmbeddingRunner, get_embedder, provenance
-from .errors import ConfigurationError, SchemaNotInitializedError
+from .errors import ConfigurationError, NotFoundError, SchemaNotInitializedError
 from .filters import Filters
 from .ingest import Ingestor, ProgressCallback
 from .jobs import JobService
 from .notebook import Notebook, NotebookService
-from .results import FileResult, Hit, IngestReport, Stats
+from .results import ChunkSpan, Document, FileResult, Hit, IngestReport, Passage, Stats
 from .search import Searcher
 from .store.connection import Store, connect
+from .store.documents import record_id
 from .store.names import Names
 from .store.schema import SCHEMA_VERSION, ensure_schema, layout_of, read_schema
 from .store.storage import Storage
@@ -238,6 +239,102 @@ class KnowledgeBase:
             candidates=candidates, fusion=fusion, rrf_k=rrf_k, text_weight=text_weight,
             vector_weight=vector_weight, per_document=per_document, query_vector=query_vector)
 
+    # ----- documents -------------------------------------------------------------------
+    async def documents(self, *, offset: int = 0, limit: int = 50,
+                        notebook: Notebook | Any = None) -> list[Document]:
+        """Stored documents, oldest first, a page at a time (without their text)."""
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ConfigurationError(f"offset must be an integer >= 0, got {offset!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise ConfigurationError(f"limit must be an integer from 1 to 10000, got {limit!r}")
+        nb = None if notebook is None else await self.notebooks.resolve(notebook)
+        rows = await self.storage.documents.select(notebook=nb, offset=offset, limit=limit,
+                                                   text=False)
+        return [_document(row) for row in rows]
+
+    async def count_documents(self, *, notebook: Notebook | Any = None) -> int:
+        nb = None if notebook is None else await self.notebooks.resolve(notebook)
+        return await self.storage.documents.count(notebook=nb)
+
+    async def document(self, ref: Any, *, text: bool = True) -> Document:
+        """A document by id (``documents:…`` or its key) or by one of its sources, with its
+        text and where each chunk lies in it (``text=False``: only what it is)."""
+        doc = await self._document_id(ref)
+        row = await self.storage.documents.get(doc)
+        if row is None or not row.get("complete"):
+            raise NotFoundError(f"no document {ref!r}")
+        document = _document(row)
+        if text:
+            document.content = row.get("content") or ""
+            document.metadata = row.get("metadata")
+            if self.settings.chunked:
+                document.chunks = [_span(r) for r in await self.storage.chunks.spans(doc)]
+        else:
+            document.content = None
+        return document
+
+    async def delete_document(self, ref: Any) -> None:
+        """Delete a document, whatever its sources: its chunks, vector copies, notebook
+        edges, jobs and source records go with it."""
+        doc = await self._document_id(ref)
+        if not await self.storage.documents.exists(doc):
+            raise NotFoundError(f"no document {ref!r}")
+        storage = self.storage
+        async with self.store.write_lock:
+            await self.store.transaction(
+                storage.jobs.delete_for_target_statement(doc),
+                storage.notebooks.unlink_all_statement(doc),
+                storage.documents.delete_statement(doc))
+
+    async def passage(self, chunk: Any, *, before: int = 1, after: int = 1) -> Passage:
+        """The text of a chunk (a hit's ``chunk_id``) with ``before`` and ``after``
+        neighbouring chunks, as one stretch of its document's text."""
+        for name, value in (("before", before), ("after", after)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 50:
+                raise ConfigurationError(f"{name} must be an integer from 0 to 50")
+        row = await self.storage.chunks.get(record_id(chunk, self.storage.chunks.table))
+        if row is None:
+            raise NotFoundError(f"no chunk {chunk!r}")
+        doc = row["document"]
+        index = int(row["chunk_index"])
+        spans = [_span(r) for r in await self.storage.chunks.spans(
+            doc, first=max(index - before, 0), last=index + after)]
+        return await self._passage(doc, spans or [_span(row)])
+
+    async def pages(self, ref: Any, first: int, last: int | None = None) -> Passage:
+        """The text of pages ``first`` to ``last`` (inclusive) of a paged document."""
+        last = first if last is None else last
+        if isinstance(first, bool) or not isinstance(first, int) or first < 1 or \
+                isinstance(last, bool) or not isinstance(last, int) or last < first:
+            raise ConfigurationError("pages are numbered from 1, and last >= first")
+        doc = await self._document_id(ref)
+        spans = [s for s in (_span(r) for r in await self.storage.chunks.spans(doc))
+                 if s.page is not None and s.page <= last and (s.last_page or s.page) >= first]
+        if not spans:
+            raise NotFoundError(f"document {ref!r} has no text on pages {first}-{last}")
+        return await self._passage(doc, spans)
+
+    async def _passage(self, doc: Any, spans: list[ChunkSpan]) -> Passage:
+        row = await self.storage.documents.get(doc)
+        if row is None:
+            raise NotFoundError(f"no document {doc}")
+        start, end = min(s.char_start for s in spans), max(s.char_end for s in spans)
+        pages = [p for s in spans for p in (s.page, s.last_page) if p is not None]
+        return Passage(document_id=str(doc), source=row.get("source"), title=row.get("title"),
+                       text=(row.get("content") or "")[start:end], char_start=start,
+                       char_end=end, first_page=min(pages) if pages else None,
+                       last_page=max(pages) if pages else None, chunks=spans)
+
+    async def _document_id(self, ref: Any) -> Any:
+        documents = self.storage.documents
+        if isinstance(ref, str) and not ref.startswith(documents.table + ":"):
+            for source in (ref, *([str(Path(ref).expanduser().resolve())]
+                                  if "://" not in ref else [])):
+                by_source = await documents.of_source(source)
+                if by_source is not None:
+                    return by_source
+        return documents.document_id(ref)
+
     # ----- maintenance -----------------------------------------------------------------
     async def rebuild_index(self) -> None:
         """Build the HNSW graph over every vector (done automatically after big ingests)."""
@@ -259,6 +356,26 @@ class KnowledgeBase:
             if self.settings.vectors else 0,
             notebooks=await self.storage.notebooks.count() if self.settings.chunked else 0,
         )
+
+
+def _document(row: dict[str, Any]) -> Document:
+    return Document(
+        id=str(row["id"]), source=row.get("source"), sources=list(row.get("sources") or []),
+        title=row.get("title"), mime_type=row.get("mime_type") or "",
+        chunk_count=int(row.get("chunk_count") or 0),
+        characters=int(row.get("characters") or len(row.get("content") or "")),
+        page_count=row.get("page_count"), ingested_at=row.get("ingested_at"),
+        updated_at=row.get("updated_at"),
+        notebooks=[str(n) for n in row.get("notebooks") or []],
+        topics=list(row.get("topics") or []), authors=row.get("authors"),
+        languages=row.get("detected_languages"), embedding_model=row.get("embedding_model"))
+
+
+def _span(row: dict[str, Any]) -> ChunkSpan:
+    return ChunkSpan(chunk_id=str(row["id"]), index=int(row.get("chunk_index") or 0),
+                     char_start=int(row.get("char_start") or 0),
+                     char_end=int(row.get("char_end") or 0), page=row.get("page_number"),
+                     last_page=row.get("last_page"))
 
 
 class SyncKnowledgeBase:

@@ -403,12 +403,7 @@ class NotebookService:
             await storage.chunks.rebuild_notebook_if_due(notebook)
 
     async def _delete_document(self, doc: RecordID) -> None:
-        # chunks and vector copies cascade; edges, jobs and source records go with it
-        storage = self.storage
-        await self.kb.store.transaction(
-            storage.jobs.delete_for_target_statement(doc),
-            storage.notebooks.unlink_all_statement(doc),
-            storage.documents.delete_statement(doc))
+        await self.kb.delete_document(doc)
 
     # ----- notes -----------------------------------------------------------------------
     async def add_note(self, notebook: Notebook | Any, note: Note) -> Note:

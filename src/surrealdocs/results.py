@@ -132,3 +132,67 @@ class Stats:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = jsonable(self)
         return out
+
+
+@dataclass
+class ChunkSpan:
+    """Where one chunk lies in its document's text."""
+
+    chunk_id: str
+    index: int
+    char_start: int
+    char_end: int
+    page: int | None = None
+    last_page: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = jsonable(self)
+        return out
+
+
+@dataclass
+class Document:
+    """A stored document: what it is, where it came from, and (when asked for) its text and
+    where its chunks lie in that text."""
+
+    id: str
+    source: str | None
+    sources: list[str]
+    title: str | None
+    mime_type: str
+    chunk_count: int
+    characters: int
+    page_count: int | None = None
+    ingested_at: Any = None
+    updated_at: Any = None
+    notebooks: list[str] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
+    authors: list[str] | None = None
+    languages: list[str] | None = None
+    embedding_model: str | None = None
+    content: str | None = None
+    metadata: dict[str, Any] | None = None
+    chunks: list[ChunkSpan] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = jsonable(self)
+        return out
+
+
+@dataclass
+class Passage:
+    """A stretch of a document's text: a chunk with its neighbours, or a range of pages."""
+
+    document_id: str
+    source: str | None
+    title: str | None
+    text: str
+    char_start: int
+    char_end: int
+    first_page: int | None = None
+    last_page: int | None = None
+    chunks: list[ChunkSpan] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = jsonable(self)
+        return out

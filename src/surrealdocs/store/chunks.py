@@ -119,6 +119,28 @@ class ChunkStorage:
             {"doc": doc})
         return list(rows or [])
 
+    async def spans(self, doc: RecordID, *, first: int | None = None,
+                    last: int | None = None) -> list[dict[str, Any]]:
+        """Where the current generation's chunks of a document lie (index, character span,
+        pages), in order; optionally only chunk indexes ``first`` to ``last``."""
+        clauses = ["document = $doc", "generation = $doc.generation"]
+        if first is not None:
+            clauses.append("chunk_index >= $first")
+        if last is not None:
+            clauses.append("chunk_index <= $last")
+        (rows,) = await self.store.query(
+            f"SELECT id, chunk_index, char_start, char_end, page_number, last_page"
+            f" FROM {self.table} WHERE {' AND '.join(clauses)} ORDER BY chunk_index;",
+            {"doc": doc, "first": first, "last": last})
+        return list(rows or [])
+
+    async def get(self, chunk: RecordID) -> dict[str, Any] | None:
+        """One chunk with its position (no vector)."""
+        (row,) = await self.store.query(
+            "SELECT id, document, chunk_index, char_start, char_end, page_number, last_page,"
+            " content FROM ONLY $chunk;", {"chunk": chunk})
+        return row if isinstance(row, dict) else None
+
     # ----- generations ----------------------------------------------------------------
     async def delete_generation(self, doc: RecordID, generation: int) -> None:
         await self.store.query(

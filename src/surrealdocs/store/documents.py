@@ -37,6 +37,13 @@ IF $old != NONE AND $old != $doc {
 """
 
 
+_SUMMARY_FIELDS = (
+    "id, source, sources, title, mime_type, chunk_count, page_count, ingested_at, updated_at,"
+    " notebooks, topics, authors, detected_languages, string::len(content) AS characters,"
+    " complete, embedding_model"
+)
+
+
 class DocumentExistsError(Exception):
     """Another writer created the document first (an internal signal of a lost race)."""
 
@@ -114,15 +121,30 @@ class DocumentStorage:
         return list(row.get("notebooks") or []), list(row.get("topics") or [])
 
     async def select(self, *, notebook: Any = None, offset: int = 0,
-                   limit: int | None = None) -> list[dict[str, Any]]:
-        """Complete documents, oldest first (optionally those of one notebook)."""
+                     limit: int | None = None, text: bool = True) -> list[dict[str, Any]]:
+        """Complete documents, oldest first (optionally those of one notebook); without
+        ``text``, everything but the content and metadata."""
         where = "complete = true" + (" AND notebooks CONTAINS $nb" if notebook is not None
                                      else "")
         page = f" LIMIT {int(limit)} START {int(offset)}" if limit is not None else ""
+        fields = "*" if text else _SUMMARY_FIELDS
         (rows,) = await self.store.query(
-            f"SELECT * FROM {self.table} WHERE {where} ORDER BY ingested_at, id{page};",
+            f"SELECT {fields} FROM {self.table} WHERE {where} ORDER BY ingested_at, id{page};",
             {"nb": notebook})
         return list(rows or [])
+
+    async def count(self, *, notebook: Any = None) -> int:
+        where = "complete = true" + (" AND notebooks CONTAINS $nb" if notebook is not None
+                                     else "")
+        (rows,) = await self.store.query(
+            f"SELECT count() AS n FROM {self.table} WHERE {where} GROUP ALL;", {"nb": notebook})
+        return int(rows[0]["n"]) if rows else 0
+
+    async def of_source(self, source: str) -> RecordID | None:
+        """The document a source points at now."""
+        (doc,) = await self.store.query("SELECT VALUE document FROM ONLY $file;",
+                                        {"file": self.file_id(source)})
+        return doc if isinstance(doc, RecordID) else None
 
     async def exclusive_to(self, notebook: RecordID) -> list[RecordID]:
         """Documents in ``notebook`` and in no other notebook."""
