@@ -20,14 +20,16 @@ from .filters import Filters
 from .jobs import Job, JobService
 from .kb import KnowledgeBase, SyncKnowledgeBase
 from .notebook import Note, Notebook, NotebookService, Source, SourceEmbedding, SourceMatch
-from .results import FileResult, Hit, IngestReport, Stats
+from .results import ChunkSpan, Document, FileResult, Hit, IngestReport, Passage, Stats
 from .store.connection import Store, connect
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ChunkSpan",
     "ConfigurationError",
     "DimensionMismatchError",
+    "Document",
     "Embedder",
     "EmbeddingModelMismatchError",
     "EmbeddingProviderError",
@@ -44,6 +46,7 @@ __all__ = [
     "Note",
     "Notebook",
     "NotebookService",
+    "Passage",
     "SchemaMismatchError",
     "SchemaNotInitializedError",
     "SchemaVersionError",
