@@ -142,18 +142,23 @@ async def test_evaluate_end_to_end(tmp_path: Path) -> None:
         assert all(0.0 <= v <= 1.0 for v in r.metrics.values())
         assert r.seconds >= 0 and r.queries == 4
     assert report.settings["model"] == "hashing-64"
-    assert report.settings["vector_index"] == "pending (exact scan)"
+    assert report.settings["vector_index"] == "graph + 5 pending (exact scan)"
 
 
-async def test_evaluate_refuses_a_store_with_documents(tmp_path: Path) -> None:
+async def test_evaluate_reuses_a_store_of_the_dataset_only(tmp_path: Path) -> None:
     from surrealdocs import KnowledgeBase
 
     db = str(tmp_path / "kb")
+    root = write_beir(tmp_path / "tiny")
+    settings = Settings(db=db, model="hashing-64")
+    first = await evaluate(root, settings=settings, modes=["text"])
+    again = await evaluate(root, settings=settings, modes=["text", "hybrid"])
+    assert (first.reused, again.reused) == (0, 6)  # nothing ingested the second time
+    assert again.result("text").metrics == first.result("text").metrics
     async with await KnowledgeBase.open(db, model="hashing-64") as kb:
-        await kb.ingest_bytes(b"already here", mime_type="text/plain", source="n://1")
-    with pytest.raises(ConfigurationError, match="not empty"):
-        await evaluate(write_beir(tmp_path / "tiny"),
-                       settings=Settings(db=db, model="hashing-64"))
+        await kb.ingest_bytes(b"not in the dataset", mime_type="text/plain", source="n://1")
+    with pytest.raises(ConfigurationError, match="not in"):
+        await evaluate(root, settings=settings)
 
 
 def test_eval_command(tmp_path: Path) -> None:

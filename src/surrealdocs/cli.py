@@ -518,15 +518,17 @@ def eval_command(
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Also write the figures as JSON to this file")] = None,
     db: Annotated[str | None, typer.Option(
-        "--db", help="Store for the corpus; must be empty [default: mem://]")] = None,
+        "--db", help="Store for the corpus; one that holds this dataset only is reused"
+                     " [default: mem://]")] = None,
     model: Annotated[str | None, typer.Option(
         "--model", help="Embedding model [default: $SURREALDOCS_MODEL or all-minilm-l6-v2]")
     ] = None,
 ) -> None:
     """Measure retrieval quality on a BEIR dataset: nDCG@10, Recall@100, MRR@10 per mode.
 
-    The corpus is ingested into a fresh store through the normal ingest path (title + text
-    per document); every judged query runs in each mode, one result per document.
+    The corpus is ingested through the normal ingest path (title + text per document; a
+    --db store that already holds it is reused); every judged query runs in each mode, one
+    result per document.
     """
     from .evaluate import evaluate
 

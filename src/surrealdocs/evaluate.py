@@ -170,6 +170,7 @@ class EvalReport:
     chunks: int
     ingest_seconds: float
     settings: dict[str, Any]
+    reused: int = 0  # documents already in the store
     results: list[ModeResult] = field(default_factory=list)
     runs: dict[str, dict[str, list[str]]] = field(default_factory=dict, repr=False)
 
@@ -183,7 +184,8 @@ class EvalReport:
         d = {
             "dataset": self.dataset, "split": self.split, "documents": self.documents,
             "queries": self.queries, "chunks": self.chunks,
-            "ingest_seconds": round(self.ingest_seconds, 2), "settings": self.settings,
+            "ingest_seconds": round(self.ingest_seconds, 2), "reused": self.reused,
+            "settings": self.settings,
             "results": [r.to_dict() for r in self.results],
         }
         if include_runs:
@@ -199,10 +201,12 @@ async def evaluate(dataset: str | Path | Dataset, *, settings: Settings | None =
                    split: str = "test", depth: int = DEPTH,
                    on_progress: ProgressHook | None = None,
                    search_options: Mapping[str, Any] | None = None) -> EvalReport:
-    """Ingest a BEIR dataset into a fresh store and measure every search mode on it.
+    """Ingest a BEIR dataset and measure every search mode on it.
 
-    ``settings`` default to the environment's with an in-memory store (``mem://``); a
-    store given in ``settings.db`` must be empty. ``search_options`` are passed on to
+    ``settings`` default to the environment's with an in-memory store (``mem://``). A store
+    given in ``settings.db`` is reused when it holds this dataset and nothing else: its
+    documents are skipped as unchanged, so another split or other search options cost no
+    new ingest (the chunks stay as they were first made). ``search_options`` are passed on to
     :meth:`KnowledgeBase.search` (for example ``fusion`` or ``candidates``).
     """
     data = dataset if isinstance(dataset, Dataset) else load_beir(dataset, split)
@@ -214,9 +218,6 @@ async def evaluate(dataset: str | Path | Dataset, *, settings: Settings | None =
     progress = on_progress or (lambda stage, done, total: None)
 
     async with await KnowledgeBase.open(settings=settings, embedder=embedder) as kb:
-        if (await kb.stats()).documents:
-            raise ConfigurationError(
-                f"the store at {kb.store.url} is not empty: evaluation needs a fresh store")
         started = time.perf_counter()
         done = 0
 
@@ -229,6 +230,7 @@ async def evaluate(dataset: str | Path | Dataset, *, settings: Settings | None =
             ((SOURCE_PREFIX + did, document_text(title, text))
              for did, (title, text) in data.corpus.items()), on_result=on_result)
         ingest_seconds = time.perf_counter() - started
+        reused = sum(r.status == "unchanged" for r in report.results)
         failed = [r for r in report.results if r.status in ("failed",)]
         if failed:
             raise ConfigurationError(
@@ -241,6 +243,11 @@ async def evaluate(dataset: str | Path | Dataset, *, settings: Settings | None =
                 corpus_ids.setdefault(r.document_id, []).append(
                     r.source.removeprefix(SOURCE_PREFIX))
         stats = await kb.stats()
+        if stats.documents != len(corpus_ids):
+            raise ConfigurationError(
+                f"the store at {kb.store.url} holds {stats.documents - len(corpus_ids)} "
+                f"documents that are not in {data.name}: evaluate on a fresh store, or on one "
+                "that holds this dataset only")
 
         results: list[ModeResult] = []
         runs: dict[str, dict[str, list[str]]] = {}
@@ -265,12 +272,13 @@ async def evaluate(dataset: str | Path | Dataset, *, settings: Settings | None =
         described["model"] = embedder.name
         described.update({k: v for k, v in options.items()
                           if isinstance(v, (str, int, float, bool))})
-        described["vector_index"] = ("graph" if report.index_rebuilt
-                                     else "pending (exact scan)")
+        described["vector_index"] = (
+            "graph" if stats.vectors_outside_graph == 0
+            else f"graph + {stats.vectors_outside_graph} pending (exact scan)")
         return EvalReport(
             dataset=data.name, split=data.split, documents=len(data.corpus),
             queries=len(data.queries), chunks=stats.chunks, ingest_seconds=ingest_seconds,
-            settings=described, results=results, runs=runs)
+            settings=described, results=results, runs=runs, reused=reused)
 
 
 def evaluate_sync(dataset: str | Path | Dataset, **kwargs: Any) -> EvalReport:
