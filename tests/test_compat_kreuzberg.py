@@ -607,8 +607,14 @@ async def test_failed_files_raise_after_the_rest_is_stored(db: Any, tmp_path: Pa
     assert {Path(r.source).name: r.status for r in info.value.results} == \
         {"good.md": "ingested", "broken.pdf": "failed", "missing.md": "failed"}
     assert await count(db, "documents") == 1
-    with pytest.raises(ExtractionFailedError, match="PDF"):  # tried (and reported) again
+    with pytest.raises(ExtractionFailedError, match="PDF") as again:  # reported again...
         await pipeline.ingest_file(broken)
+    # ...without being extracted again: the unchanged bytes' outcome is remembered
+    assert [(r.status, r.last_status) for r in again.value.results] == [("unchanged", "failed")]
+    broken.write_bytes(b"%PDF-1.4 other garbage")  # changed bytes are extracted again
+    with pytest.raises(ExtractionFailedError) as changed:
+        await pipeline.ingest_file(broken)
+    assert [r.status for r in changed.value.results] == ["failed"]
 
 
 async def test_schema_not_initialized(db: Any, tmp_path: Path) -> None:

@@ -92,14 +92,15 @@ class Ingestor:
         return report
 
     async def ingest_bytes(self, data: bytes, mime_type: str, source: str, *,
-                           force: bool = False) -> FileResult:
+                           force: bool = False, retry_failed: bool = False) -> FileResult:
         (result,) = await self._run(
-            [_Source(key=source, data=data, mime_type=mime_type)], force, True, None)
+            [_Source(key=source, data=data, mime_type=mime_type)], force, retry_failed, None)
         await self.rebuild_if_due()
         return result
 
     async def ingest_many(self, items: Iterable[tuple[str, bytes, str]], *,
-                          force: bool = False, on_result: ProgressCallback | None = None,
+                          force: bool = False, retry_failed: bool = False,
+                          on_result: ProgressCallback | None = None,
                           group_size: int = 256) -> IngestReport:
         """Ingest many in-memory documents, given as ``(source, data, mime_type)``.
 
@@ -118,10 +119,10 @@ class Ingestor:
             seen.add(source)
             group.append(_Source(key=source, data=data, mime_type=mime_type))
             if len(group) >= group_size:
-                report.results.extend(await self._run(group, force, True, on_result))
+                report.results.extend(await self._run(group, force, retry_failed, on_result))
                 group = []
         if group:
-            report.results.extend(await self._run(group, force, True, on_result))
+            report.results.extend(await self._run(group, force, retry_failed, on_result))
         report.index_rebuilt = await self.rebuild_if_due()
         report.seconds = time.perf_counter() - started
         return report
@@ -176,7 +177,8 @@ class Ingestor:
                     doc = previous.get("document")
                     return FileResult(src.key, "unchanged",
                                       document_id=str(doc) if doc else None,
-                                      reason=previous.get("error") if failed_before else None)
+                                      reason=previous.get("error") if failed_before else None,
+                                      last_status=previous["status"])
             if src.path is not None:
                 outcome = await extract_file(src.path, self.settings, source=src.key)
             else:

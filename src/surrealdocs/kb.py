@@ -178,26 +178,31 @@ class KnowledgeBase:
             on_discovered=on_discovered)
 
     async def ingest_bytes(self, data: bytes, *, mime_type: str, source: str,
-                           force: bool = False) -> FileResult:
-        """Ingest raw bytes of a given MIME type under a source name (e.g. ``upload://x``)."""
-        return await self._ingestor.ingest_bytes(data, mime_type, source, force=force)
+                           force: bool = False, retry_failed: bool = False) -> FileResult:
+        """Ingest raw bytes of a given MIME type under a source name (e.g. ``upload://x``).
+        The same bytes under the same name again are skipped, failures included (unless
+        ``retry_failed``)."""
+        return await self._ingestor.ingest_bytes(data, mime_type, source, force=force,
+                                                 retry_failed=retry_failed)
 
     async def ingest_many_bytes(self, items: Iterable[tuple[str, bytes, str]], *,
-                                force: bool = False,
+                                force: bool = False, retry_failed: bool = False,
                                 on_result: ProgressCallback | None = None) -> IngestReport:
         """Ingest many in-memory documents, each ``(source, data, mime_type)``, through the
         same pipeline as :meth:`ingest_bytes`, concurrently and with one HNSW rebuild check
         at the end."""
-        return await self._ingestor.ingest_many(items, force=force, on_result=on_result)
+        return await self._ingestor.ingest_many(items, force=force, retry_failed=retry_failed,
+                                                on_result=on_result)
 
     async def ingest_texts(self, texts: Mapping[str, str] | Iterable[tuple[str, str]], *,
                            mime_type: str = "text/plain", force: bool = False,
+                           retry_failed: bool = False,
                            on_result: ProgressCallback | None = None) -> IngestReport:
         """Ingest many texts, given as ``{source: text}`` or ``(source, text)`` pairs."""
         pairs = texts.items() if isinstance(texts, Mapping) else texts
         return await self.ingest_many_bytes(
             ((source, text.encode("utf-8"), mime_type) for source, text in pairs),
-            force=force, on_result=on_result)
+            force=force, retry_failed=retry_failed, on_result=on_result)
 
     async def delete(self, source: str) -> bool:
         """Forget a source; its document (and chunks) go when no other source shares it."""

@@ -38,7 +38,9 @@ def jsonable(value: Any) -> Any:
 
 @dataclass
 class FileResult:
-    """What happened to one source. ``status`` is one of :data:`STATUSES`."""
+    """What happened to one source. ``status`` is one of :data:`STATUSES`; an
+    ``unchanged`` source (skipped before extraction) has the outcome of its last ingest in
+    ``last_status`` (``ingested``, ``duplicate``, ``failed`` or ``empty``, with ``reason``)."""
 
     source: str
     status: str
@@ -46,6 +48,7 @@ class FileResult:
     chunks: int = 0
     reason: str | None = None
     seconds: float = 0.0
+    last_status: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = jsonable(self)

@@ -398,8 +398,9 @@ class _Ingester:
     async def _ingest(self, paths: list[str | Path], glob: str) -> IngestReport:
         kb = await self._ready()
         try:
-            # retry_failed: a file that failed before is tried (and reported) again.
-            report = await kb.ingest(paths, glob=glob, retry_failed=True)
+            # A file that failed before and has not changed is not extracted again, but it is
+            # reported (and raised) as failed again, as the original would.
+            report = await kb.ingest(paths, glob=glob)
         except Exception as exc:
             raise _ingestion_error(exc) from exc
         _raise_failures(report.results)
@@ -420,7 +421,8 @@ def _ingestion_error(exc: Exception) -> Exception:
 
 
 def _raise_failures(results: Sequence[FileResult]) -> None:
-    failed = [r for r in results if r.status == "failed"]
+    failed = [r for r in results if r.status == "failed"
+              or (r.status == "unchanged" and r.last_status == "failed")]
     if failed:
         detail = "; ".join(f"{r.source}: {r.reason}" for r in failed[:5])
         more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
