@@ -123,7 +123,7 @@ def _run(work: Callable[[], Awaitable[T]]) -> T:
 
 
 def _fail(message: str) -> NoReturn:
-    err_console.print(f"[red]error:[/red] {escape(message)}")
+    err_console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -582,7 +582,7 @@ def main() -> None:
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except SurrealDocsError as exc:  # raised outside a command's own handling
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         code = 2
     sys.stdout.flush()
     sys.stderr.flush()

@@ -173,6 +173,10 @@ class KnowledgeBase:
         """
         if not isinstance(glob, str) or not glob.strip():
             raise ConfigurationError("the glob is empty: use '**/*' for every file")
+        if glob.startswith(("/", "~")) or ".." in Path(glob).parts or "\x00" in glob:
+            raise ConfigurationError(
+                f"the glob {glob!r} must be relative to the folders given, without '..'"
+                " (e.g. '**/*.pdf')")
         return await self._ingestor.ingest_paths(
             paths, glob=glob, force=force, retry_failed=retry_failed, on_result=on_result,
             on_discovered=on_discovered)

@@ -27,6 +27,7 @@ from .errors import ConfigurationError, DimensionMismatchError
 from .filters import Filters, glob_to_regex
 from .fusion import fuse
 from .results import Hit
+from .store.documents import record_id
 from .store.storage import Storage
 
 __all__ = ["MODES", "Filters", "Hit", "Searcher", "glob_to_regex", "query_terms"]
@@ -123,7 +124,22 @@ class Searcher:
                         weights=weights, per_document=per_document)
         if min_score is not None:
             hits = [h for h in hits if h.score >= min_score]
-        return hits[:limit]
+        return await self._show(hits[:limit])
+
+    async def _show(self, hits: list[Hit]) -> list[Hit]:
+        """Fill in what the final hits show (text, position, source): the legs returned ids
+        and scores only. A chunk deleted meanwhile is dropped."""
+        if not self.settings.chunked or not hits:
+            return hits
+        chunks = self.storage.chunks
+        details = await chunks.details([record_id(h.chunk_id, chunks.table) for h in hits])
+        shown = []
+        for hit in hits:
+            row = details.get(hit.chunk_id)
+            if row is not None:
+                _fill(hit, row)
+                shown.append(hit)
+        return shown
 
     async def _query_vector(self, text: str,
                             given: Sequence[float] | None) -> list[float]:
@@ -218,17 +234,22 @@ async def _distinct_documents(fetch: Callable[[int], Awaitable[list[Hit]]], want
 
 
 def _hit(row: dict[str, Any], score: float) -> Hit:
-    return Hit(
-        chunk_id=str(row["id"]),
-        document_id=str(row["document"]),
-        source=row.get("source") or "",
-        title=row.get("title"),
-        mime_type=row.get("mime_type") or "",
-        content=row.get("content") or "",
-        chunk_index=int(row.get("chunk_index") or 0),
-        char_start=int(row.get("char_start") or 0),
-        char_end=int(row.get("char_end") or 0),
-        page=row.get("page_number"),
-        last_page=row.get("last_page"),
-        score=score,
-    )
+    """A hit from a leg's row (its details are filled in by ``_fill`` when it is shown)."""
+    hit = Hit(chunk_id=str(row["id"]), document_id=str(row["document"]), source="",
+              title=None, mime_type="", content="", chunk_index=0, char_start=0, char_end=0,
+              page=None, last_page=None, score=score)
+    if "content" in row:  # a whole document (documents-only stores): shown as it is
+        _fill(hit, row)
+    return hit
+
+
+def _fill(hit: Hit, row: dict[str, Any]) -> None:
+    hit.source = row.get("source") or ""
+    hit.title = row.get("title")
+    hit.mime_type = row.get("mime_type") or ""
+    hit.content = row.get("content") or ""
+    hit.chunk_index = int(row.get("chunk_index") or 0)
+    hit.char_start = int(row.get("char_start") or 0)
+    hit.char_end = int(row.get("char_end") or 0)
+    hit.page = row.get("page_number")
+    hit.last_page = row.get("last_page")

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..errors import ConfigurationError
 from . import Vectors
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -15,8 +16,9 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 class HashingEmbedder:
     def __init__(self, dimension: int = 256) -> None:
-        if dimension < 8:
-            raise ValueError("hashing dimension must be at least 8")
+        if not 8 <= dimension <= 8192:
+            raise ConfigurationError(
+                f"hashing dimension must be from 8 to 8192, got {dimension}")
         self.dimension = dimension
         self.name = f"hashing-{dimension}"
 

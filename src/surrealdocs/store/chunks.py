@@ -38,16 +38,20 @@ from .schema import hnsw_index_sql
 
 STATEMENTS_PER_ROUND_TRIP = 10
 REMOTE_BUILD_POLL_SECONDS = 0.5
+READY_CHECK_SECONDS = 5.0
 
+# What a leg returns per chunk: enough to rank, collapse per document and hide chunks that
+# are not visible (an incomplete document's, or a replaced generation's).
+_LEG_FIELDS = ("id, document, document.complete AS complete, generation,"
+               " document.generation AS doc_generation")
+# the same read through the `chunk` link of a notebook's vector table
+_LEG_FIELDS_VIA_CHUNK = ("chunk AS id, document, document.complete AS complete,"
+                         " chunk.generation AS generation,"
+                         " document.generation AS doc_generation")
+# What a hit shows.
 _DETAIL_FIELDS = (
     "id, document, content, chunk_index, char_start, char_end, page_number, last_page,"
-    " document.source AS source, document.title AS title, document.mime_type AS mime_type,"
-    " document.complete AS complete, generation, document.generation AS doc_generation"
-)
-# the same fields read through the `chunk` link of a notebook's vector table
-_DETAIL_FIELDS_VIA_CHUNK = ", ".join(
-    f"chunk.{f.split(' AS ')[0].strip()} AS {(f.split(' AS ')[-1]).split('.')[-1].strip()}"
-    for f in _DETAIL_FIELDS.split(",")
+    " document.source AS source, document.title AS title, document.mime_type AS mime_type"
 )
 
 
@@ -60,6 +64,8 @@ class ChunkStorage:
         self.dimension = dimension
         self.names = store.names
         self.table = store.names.chunks
+        self._building: set[str] = set()  # indexes this process is building now
+        self._ready_until: dict[str, float] = {}  # indexes seen ready, until when to trust it
 
     # ----- rows -----------------------------------------------------------------------
     def rows(self, doc: RecordID, chunks: Sequence[Chunk], vectors: Any = None, *,
@@ -274,32 +280,54 @@ class ChunkStorage:
             " rebuilt_at = time::now() RETURN NONE;",
             {"k": self._pending_key(pending_of), "seen": seen})
         async with self.store.write_lock:
-            if self.store.embedded:
-                await self.store.build_index(
-                    Statement(f"REBUILD INDEX {index} ON {table};"), counted)
-            else:
-                # A server builds a large graph for longer than the SDK waits for any reply
-                # (30 s): build it in the background and wait for it here. Searches meanwhile
-                # scan exactly (see vector_rows).
-                await self.store.query(f"REBUILD INDEX {index} ON {table} CONCURRENTLY;")
-                while not await self.vector_index_ready(index, table):
-                    await asyncio.sleep(REMOTE_BUILD_POLL_SECONDS)
-                await self.store.run(counted)
+            self._building.add(index)
+            try:
+                if self.store.embedded:
+                    await self.store.build_index(
+                        Statement(f"REBUILD INDEX {index} ON {table};"), counted)
+                else:
+                    # A server builds a large graph for longer than the SDK waits for any
+                    # reply (30 s): build it in the background and wait for it here.
+                    # Searches meanwhile scan exactly (see vector_rows).
+                    await self.store.query(f"REBUILD INDEX {index} ON {table} CONCURRENTLY;")
+                    await self._wait_built(index, table)
+                    await self.store.run(counted)
+            finally:
+                self._building.discard(index)
         return True
 
     async def vector_index_ready(self, index: str, table: str) -> bool:
-        """False while the engine builds the index: its k-NN operator then returns every row."""
+        """False while the engine builds the index: its k-NN operator then returns every row.
+
+        A store this process opened on an embedded engine builds only when this process
+        does, so that is all there is to know; elsewhere (a server, a lent connection) the
+        engine is asked, at most every few seconds per index.
+        """
+        if index in self._building:
+            return False
+        if self.store.owned and self.store.embedded:
+            return True
+        now = asyncio.get_running_loop().time()
+        known = self._ready_until.get(index)
+        if known is not None and known > now:
+            return True
         (info,) = await self.store.query(f"INFO FOR INDEX {index} ON {table};")
         building = (info or {}).get("building") or {}
-        return str(building.get("status", "ready")) == "ready"
+        ready = str(building.get("status", "ready")) == "ready"
+        if ready:
+            self._ready_until[index] = now + READY_CHECK_SECONDS
+        else:
+            self._ready_until.pop(index, None)
+        return ready
 
     # ----- search ---------------------------------------------------------------------
     async def text_rows(self, terms: str, limit: int, filters: Filters) -> list[dict[str, Any]]:
-        """Chunks matching any of ``terms`` by BM25 (best first), visible ones only."""
+        """Chunks matching any of ``terms`` by BM25, best first: id, document and
+        ``score`` only (see :meth:`details`), visible ones only."""
         clauses, params = filter_conditions(filters)
         where = " AND ".join([*clauses, "content @1,OR@ $q"])
         (rows,) = await self.store.query(
-            f"SELECT {_DETAIL_FIELDS}, search::score(1) AS score FROM {self.table}"
+            f"SELECT {_LEG_FIELDS}, search::score(1) AS score FROM {self.table}"
             f" WHERE {where} ORDER BY score DESC, id LIMIT {int(limit)};",
             {**params, "q": terms},
         )
@@ -307,14 +335,15 @@ class ChunkStorage:
 
     async def vector_rows(self, vector: list[float], k: int, ef: int,
                           filters: Filters) -> list[dict[str, Any]]:
-        """The ``k`` chunks nearest to ``vector`` (by ``distance``), visible ones only. A
-        notebook filter walks that notebook's own graph."""
+        """The ``k`` chunks nearest to ``vector``: id, document and ``distance`` only (see
+        :meth:`details`), visible ones only. A notebook filter walks that notebook's own
+        graph."""
         if filters.notebook is not None:
             table = self.notebook_table(filters.notebook)
-            index, fields = f"{table}_hnsw", _DETAIL_FIELDS_VIA_CHUNK
+            index, fields = f"{table}_hnsw", _LEG_FIELDS_VIA_CHUNK
             clauses, params = filter_conditions(filters, through="chunk.", notebook_scoped=True)
         else:
-            table, index, fields = self.table, self.names.hnsw_index, _DETAIL_FIELDS
+            table, index, fields = self.table, self.names.hnsw_index, _LEG_FIELDS
             clauses, params = filter_conditions(filters)
         if await self.vector_index_ready(index, table):
             clauses.append(f"embedding <|{int(k)},{int(ef)}|> $v")
@@ -328,6 +357,16 @@ class ChunkStorage:
             {**params, "v": vector},
         )
         return [r for r in visible(rows) if r.get("distance") is not None]
+
+    async def details(self, chunks: Sequence[RecordID]) -> dict[str, dict[str, Any]]:
+        """What a hit shows of each chunk (text, position, its document's source, title and
+        MIME type), by chunk id. Legs return ids and scores only: every field a statement
+        returns is decoded in Python, so text is read for the final hits alone."""
+        if not chunks:
+            return {}
+        (rows,) = await self.store.query(f"SELECT {_DETAIL_FIELDS} FROM $ids;",
+                                         {"ids": list(chunks)})
+        return {str(r["id"]): r for r in rows or []}
 
     # ----- re-embedding with another model --------------------------------------------
     async def drop_vector_indexes(self) -> None:
@@ -366,14 +405,25 @@ class ChunkStorage:
                             " rebuilt_at = time::now();",
                             {"index_state": self._pending_key()})
         define = hnsw_index_sql(self.names, self.settings, self.dimension)
-        if self.store.embedded:
-            await self.store.build_index(Statement(define), counted, *also)
-            return
-        # on a server, in the background (see _rebuild)
-        await self.store.query(define.rstrip(";") + " CONCURRENTLY;")
-        while not await self.vector_index_ready(self.names.hnsw_index, self.table):
+        index = self.names.hnsw_index
+        self._building.add(index)
+        try:
+            if self.store.embedded:
+                await self.store.build_index(Statement(define), counted, *also)
+                return
+            # on a server, in the background (see _rebuild)
+            await self.store.query(define.rstrip(";") + " CONCURRENTLY;")
+            await self._wait_built(index, self.table)
+            await self.store.run(counted, *also)
+        finally:
+            self._building.discard(index)
+
+    async def _wait_built(self, index: str, table: str) -> None:
+        while True:
+            (info,) = await self.store.query(f"INFO FOR INDEX {index} ON {table};")
+            if str(((info or {}).get("building") or {}).get("status", "ready")) == "ready":
+                return
             await asyncio.sleep(REMOTE_BUILD_POLL_SECONDS)
-        await self.store.run(counted, *also)
 
     async def recopy_notebook(self, notebook: RecordID) -> None:
         """Fill a (re)defined notebook table from its notebook's current chunks."""

@@ -38,11 +38,20 @@ def resolve_url(db: str | None) -> str:
     """Turn the user's ``db`` setting into a URL the SDK understands.
 
     ``None`` is the default embedded file store under ``./.surrealdocs/``; a bare path is a
-    ``surrealkv://`` file store at that path; URLs pass through once their scheme is checked.
+    ``surrealkv://`` file store at that path; URLs pass through once their scheme and shape
+    are checked.
     """
     if db is None or db == "":
         return f"surrealkv://{(DEFAULT_DIR / 'db').resolve()}"
-    scheme = urlparse(db).scheme if "://" in db else ""
+    if not isinstance(db, str) or "\x00" in db:
+        raise ConfigurationError(f"invalid database URL {db!r}")
+    try:
+        parsed = urlparse(db) if "://" in db else None
+        if parsed is not None and parsed.scheme in REMOTE_SCHEMES:
+            parsed.port  # noqa: B018 - raises on a malformed port
+    except ValueError as exc:
+        raise ConfigurationError(f"invalid database URL {db!r}: {exc}") from exc
+    scheme = parsed.scheme if parsed is not None else ""
     if not scheme:
         if db in ("mem", "memory"):
             return "mem://"
@@ -52,12 +61,34 @@ def resolve_url(db: str | None) -> str:
         if not path:
             raise ConfigurationError(f"{db!r} names no path for the database file")
         return f"{scheme}://{Path(path).expanduser().resolve()}"
-    if scheme in EMBEDDED_SCHEMES or scheme in REMOTE_SCHEMES:
+    if scheme in REMOTE_SCHEMES:
+        if not (parsed and parsed.hostname):
+            raise ConfigurationError(f"invalid database URL {db!r}: it names no host")
+        return db
+    if scheme in EMBEDDED_SCHEMES:
         return db
     raise ConfigurationError(
         f"unsupported database URL {db!r}: use a path, surrealkv://PATH, mem://, "
         "ws(s)://HOST:PORT or http(s)://HOST:PORT"
     )
+
+
+# What SurrealKV keeps in its folder; a folder holding anything else is not a store.
+_STORE_ENTRIES = {"LOCK", "manifest", "sstables", "vlog", "wal", "clog"}
+
+
+def check_store_folder(path: Path) -> None:
+    """Refuse to make a store in a file, or in a folder of other files (``--db ./papers``
+    would otherwise write the engine's files among the user's documents)."""
+    if path.exists() and not path.is_dir():
+        raise ConfigurationError(f"{path} is a file, not a database folder")
+    if path.is_dir():
+        entries = {p.name for p in path.iterdir()}
+        if entries and not entries & _STORE_ENTRIES:
+            raise ConfigurationError(
+                f"{path} is a folder of other files, not a surrealdocs store: give a new or "
+                "empty folder for the database (e.g. --db ./kb), or the folder of an existing "
+                "store")
 
 
 @dataclass
@@ -329,8 +360,14 @@ async def connect(settings: Settings | None = None) -> Store:
     validate_identifier(settings.namespace, "namespace")
     validate_identifier(settings.database, "database")
     names = Names(settings.documents_table, settings.chunks_table, settings.analyzer_language)
-    if scheme in ("surrealkv", "surrealkv+versioned", "file"):
-        Path(url.split("://", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+    if scheme in FILE_SCHEMES:
+        folder = Path(url.split("://", 1)[1])
+        check_store_folder(folder)
+        try:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the database folder {folder}: "
+                             f"{exc.strerror or exc}") from exc
 
     async def sign_in(client: Any) -> None:
         if scheme in REMOTE_SCHEMES and settings.user:

@@ -275,7 +275,12 @@ async def ensure_schema(store: Store, settings: Settings, model: str | None,
         "SELECT * FROM ONLY $schema; SELECT * FROM ONLY $embedding;",
         {"schema": names.schema_key, "embedding": names.embedding_key},
     )
-    current = int(schema["version"]) if schema else 0
+    try:
+        current = int(schema["version"]) if schema else 0
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SchemaMismatchError(
+            f"the schema record of {store.url} is damaged (version "
+            f"{(schema or {}).get('version')!r}): it was not written by surrealdocs") from exc
     if current > SCHEMA_VERSION:
         raise SchemaVersionError(
             f"the database at {store.url} has schema version {current}, but this surrealdocs "
