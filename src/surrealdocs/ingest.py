@@ -33,7 +33,7 @@ from .store.names import Names
 
 CHUNK_ROWS_PER_STATEMENT = 100  # larger INSERTs make the full-text index superlinear
 
-STATUSES = ("ingested", "updated", "unchanged", "duplicate", "empty", "failed")
+STATUSES = ("ingested", "updated", "unchanged", "duplicate", "empty", "failed", "skipped")
 
 
 @dataclass
@@ -121,8 +121,8 @@ class Ingestor:
         files, missing = discover(paths, glob)
         if on_discovered:
             on_discovered(len(files) + len(missing))
-        report = IngestReport(results=[FileResult(raw, "failed", reason=reason)
-                                      for raw, reason in missing])
+        report = IngestReport(results=[FileResult(p.source, p.status, reason=p.reason)
+                                      for p in missing])
         for r in report.results:
             if on_result:
                 on_result(r)
