@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .chunk import Chunk, byte_to_char_offsets, chunks_from_kreuzberg
+from .chunk import (
+    LONG_LINE,
+    Chunk,
+    assign_pages,
+    byte_to_char_offsets,
+    chunk_text,
+    chunks_from_kreuzberg,
+    longest_line,
+)
 from .config import Settings
 from .errors import ConfigurationError
 
@@ -91,7 +99,7 @@ def copy_extraction_config(config: Any, **changes: Any) -> Any:
 
 
 def extraction_config(settings: Settings, *, ocr: bool = False,
-                      cancel_token: Any = None) -> Any:
+                      cancel_token: Any = None, chunking: bool = True) -> Any:
     """kreuzberg configuration: the caller's options (``settings.kreuzberg_config``), with
     our chunking, language detection, caching, timeout, and optional forced OCR."""
     from kreuzberg import ChunkingConfig, LanguageDetectionConfig, OcrConfig
@@ -102,7 +110,7 @@ def extraction_config(settings: Settings, *, ocr: bool = False,
         "use_cache": False,  # unchanged files are skipped before extraction anyway
         "chunking": (ChunkingConfig(max_chars=settings.chunk_size,
                                     max_overlap=settings.chunk_overlap)
-                     if settings.chunked else None),
+                     if settings.chunked and chunking else None),
         "extraction_timeout_secs": max(1, int(settings.extract_timeout)),
         "cancel_token": cancel_token,
     }
@@ -374,8 +382,15 @@ async def _extract_data(data: bytes, claimed: str | None, source: str, settings:
     if plan.mime is None:
         return ExtractFailure(source, "the type of the content could not be determined")
     mime, payload = plan.mime, plan.data
+    # Text with very long lines is chunked by chunk_text, in pieces: kreuzberg's chunker is
+    # quadratic in a line's length (see chunk.LONG_LINE).
+    own_chunks = (settings.chunked and _family(mime) == "text"
+                  and longest_line(payload) > LONG_LINE)
     outcome = await _extract(source, settings,
-                             lambda config: kz_extract_bytes(payload, mime, config))
+                             lambda config: kz_extract_bytes(payload, mime, config),
+                             chunk=not own_chunks)
+    if own_chunks and isinstance(outcome, Extracted):
+        outcome = await asyncio.to_thread(_rechunk, outcome, settings)
     if isinstance(outcome, ExtractFailure):
         if plan.mismatch and outcome.kind == "failed":
             outcome.reason = f"{plan.mismatch}: {outcome.reason}"
@@ -384,7 +399,17 @@ async def _extract_data(data: bytes, claimed: str | None, source: str, settings:
     return outcome
 
 
-async def _extract(source: str, settings: Settings, call: Any) -> ExtractOutcome:
+def _rechunk(doc: Extracted, settings: Settings) -> ExtractOutcome:
+    """``doc`` with chunks of its (whole) content made by :func:`chunk_text`."""
+    doc.chunks = chunk_text(doc.content, settings.chunk_size, settings.chunk_overlap)
+    if not doc.chunks:
+        return ExtractFailure(doc.source, "no text could be extracted", kind="empty")
+    assign_pages(doc.chunks, doc.page_starts)
+    return doc
+
+
+async def _extract(source: str, settings: Settings, call: Any,
+                   chunk: bool = True) -> ExtractOutcome:
     """Run ``call(config)`` with a timeout that really stops the work, and OCR scanned PDFs.
 
     OCR is not asked for up front: with an OCR config kreuzberg OCRs every PDF page, even
@@ -396,7 +421,8 @@ async def _extract(source: str, settings: Settings, call: Any) -> ExtractOutcome
     token = CancellationToken()
     deadline = asyncio.get_running_loop().time() + settings.extract_timeout
     try:
-        result = await asyncio.wait_for(call(extraction_config(settings, cancel_token=token)),
+        result = await asyncio.wait_for(call(extraction_config(settings, cancel_token=token,
+                                                                 chunking=chunk)),
                                         timeout=settings.extract_timeout)
         user = settings.kreuzberg_config
         if (settings.ocr_language and result.mime_type == "application/pdf"
@@ -406,14 +432,15 @@ async def _extract(source: str, settings: Settings, call: Any) -> ExtractOutcome
             if remaining <= 0:
                 raise asyncio.TimeoutError
             result = await asyncio.wait_for(
-                call(extraction_config(settings, ocr=True, cancel_token=token)), remaining)
+                call(extraction_config(settings, ocr=True, cancel_token=token,
+                                       chunking=chunk)), remaining)
     except asyncio.TimeoutError:
         token.cancel()
         return ExtractFailure(source, f"extraction timed out after {settings.extract_timeout:g} s")
     except Exception as exc:
         token.cancel()
         return ExtractFailure(source, _reason(exc))
-    return from_kreuzberg(source, result, chunked=settings.chunked)
+    return from_kreuzberg(source, result, chunked=settings.chunked and chunk)
 
 
 def _reason(exc: BaseException) -> str:
