@@ -76,3 +76,17 @@ def test_pieces_cut_at_the_best_boundary() -> None:
     assert spans[0][0] == 0 and spans[-1][1] == len(one_line(5_000))
     for (a, b), (c, d) in pairwise(spans):
         assert a < c < b < d and b - c <= 100
+
+
+def test_chunk_spans_survive_kreuzberg_normalising_whitespace() -> None:
+    # kreuzberg's text/plain extraction trims lines and collapses blank lines: the chunks
+    # it returns are of that text, and must still index ours
+    text = "Title   \n\n\n\n" + "\n\n\n".join(
+        f"Paragraph {n} ends with spaces.   \nAnd a second line.  " for n in range(60))
+    chunks = chunk_text(text, max_chars=300, overlap=30)
+    assert len(chunks) >= 10
+    for c in chunks:
+        assert text[c.char_start:c.char_end] == c.content
+        assert c.content == c.content.strip()
+    assert chunks[0].char_start == 0 and chunks[-1].char_end == len(text.rstrip())
+    assert "Paragraph 59" in chunks[-1].content

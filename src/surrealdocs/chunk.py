@@ -123,13 +123,8 @@ def chunk_text(text: str, max_chars: int = 800, overlap: int = 100) -> list[Chun
     for (start, end), result in zip(spans, results):
         piece = text[start:end]
         chunks = chunks_from_kreuzberg(result.content, result.chunks or [])
-        if result.content != piece:  # kreuzberg normalised the text: re-anchor on the piece
-            cursor = 0
-            for c in chunks:
-                found = piece.find(c.content, cursor)
-                if found >= 0:
-                    c.char_start, c.char_end = found, found + len(c.content)
-                    cursor = found + 1
+        if result.content != piece:  # kreuzberg normalised the text: map spans back
+            chunks = _map_back(piece, result.content, chunks)
         for c in chunks:
             c.char_start += start
             c.char_end += start
@@ -137,6 +132,45 @@ def chunk_text(text: str, max_chars: int = 800, overlap: int = 100) -> list[Chun
                 continue  # inside the overlap with the previous piece
             c.index = len(out)
             out.append(c)
+    return out
+
+
+_SPACES = np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np.uint32)
+
+
+def _map_back(original: str, normalised: str, chunks: list[Chunk]) -> list[Chunk]:
+    """Spans of ``chunks`` (in ``normalised``) moved onto ``original``.
+
+    kreuzberg's text/plain extraction only changes whitespace (it trims lines and collapses
+    blank lines), so the two texts have the same non-space characters in the same order: a
+    chunk maps to the span from its first to its last non-space character, and its text
+    becomes that span of ``original``. Should the texts differ otherwise, each chunk's text is
+    searched for in ``original`` instead.
+    """
+    def solid(text: str) -> Any:
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        where = np.flatnonzero(~np.isin(codes, _SPACES))
+        return codes[where], where
+
+    codes_o, where_o = solid(original)
+    codes_n, where_n = solid(normalised)
+    if len(codes_o) != len(codes_n) or not np.array_equal(codes_o, codes_n):
+        cursor = 0
+        for c in chunks:
+            found = original.find(c.content, cursor)
+            if found >= 0:
+                c.char_start, c.char_end = found, found + len(c.content)
+                cursor = found + 1
+        return [c for c in chunks if original[c.char_start:c.char_end] == c.content]
+    out = []
+    for c in chunks:
+        first = int(np.searchsorted(where_n, c.char_start))
+        last = int(np.searchsorted(where_n, c.char_end)) - 1
+        if first > last:
+            continue  # only spaces
+        c.char_start, c.char_end = int(where_o[first]), int(where_o[last]) + 1
+        c.content = original[c.char_start:c.char_end]
+        out.append(c)
     return out
 
 
