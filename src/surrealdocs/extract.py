@@ -382,13 +382,16 @@ async def _extract_data(data: bytes, claimed: str | None, source: str, settings:
     if plan.mime is None:
         return ExtractFailure(source, "the type of the content could not be determined")
     mime, payload = plan.mime, plan.data
+    html = mime == "text/html"
     # Text with very long lines is chunked by chunk_text, in pieces: kreuzberg's chunker is
-    # quadratic in a line's length (see chunk.LONG_LINE).
-    own_chunks = (settings.chunked and _family(mime) == "text"
-                  and longest_line(payload) > LONG_LINE)
+    # quadratic in a line's length (see chunk.LONG_LINE). HTML may get another text.
+    own_chunks = settings.chunked and _family(mime) == "text" and (
+        html or longest_line(payload) > LONG_LINE)
     outcome = await _extract(source, settings,
                              lambda config: kz_extract_bytes(payload, mime, config),
                              chunk=not own_chunks)
+    if html and isinstance(outcome, Extracted):
+        outcome = await asyncio.to_thread(_check_html_text, outcome, payload)
     if own_chunks and isinstance(outcome, Extracted):
         outcome = await asyncio.to_thread(_rechunk, outcome, settings)
     if isinstance(outcome, ExtractFailure):
@@ -397,6 +400,32 @@ async def _extract_data(data: bytes, claimed: str | None, source: str, settings:
     else:
         outcome.warnings[:0] = plan.warnings
     return outcome
+
+
+# Share of an HTML page's words missing from kreuzberg's text above which its text is
+# replaced by html_to_text's (kreuzberg drops text in some layouts; see htmltext.py).
+HTML_LOSS_LIMIT = 0.10
+
+
+def _check_html_text(doc: Extracted, html: bytes) -> Extracted:
+    """``doc`` with the page's text rendered by selectolax when kreuzberg's text lacks more
+    than :data:`HTML_LOSS_LIMIT` of its words (noted in ``doc.warnings``)."""
+    from .htmltext import html_to_text, lost_share
+
+    try:
+        rendered = html_to_text(html)
+    except Exception as exc:  # the check must never cost a document
+        doc.warnings.append(f"html: text check failed: {_reason(exc)}")
+        return doc
+    share, lost, total = lost_share(doc.content, rendered)
+    if share > HTML_LOSS_LIMIT and rendered.strip():
+        doc.warnings.append(
+            f"html: kreuzberg's text lacked {lost} of the page's {total} words "
+            f"({share:.0%}); text rendered with selectolax instead")
+        doc.content = rendered
+        doc.page_starts = None
+        doc.chunks = []
+    return doc
 
 
 def _rechunk(doc: Extracted, settings: Settings) -> ExtractOutcome:
