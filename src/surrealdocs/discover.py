@@ -95,6 +95,7 @@ def _add(resolved: Path, out: Discovery, seen: set[Path]) -> None:
 
 def _walk(root: Path, pattern: re.Pattern[str], include_hidden: bool, out: Discovery,
           seen: set[Path]) -> None:
+    root = Path(os.path.abspath(root))  # entries are reported by absolute path, unresolved
     real_root = root.resolve()
     matched: list[Path] = []
 
