@@ -117,3 +117,20 @@ async def test_ingest_stores_no_binary_garbage(kb: KnowledgeBase, tmp_path: Path
     for doc in docs:
         assert garbage_share(doc["content"]) < 0.01, doc["source"]
     assert {d["mime_type"] for d in docs} == {"image/png", "text/plain"}
+
+
+async def test_files_without_an_extension_are_read_by_their_content(tmp_path: Path) -> None:
+    (tmp_path / "README").write_text("Plain words about a project.")
+    (tmp_path / "report").write_bytes((SAMPLES / "quarterly-report.pdf").read_bytes())
+    text = await extract_file(tmp_path / "README", SETTINGS)
+    assert isinstance(text, Extracted) and text.mime_type == "text/plain", text
+    pdf = await extract_file(tmp_path / "report", SETTINGS)
+    assert isinstance(pdf, Extracted) and pdf.mime_type == "application/pdf", pdf
+    assert pdf.page_count == 2
+
+
+async def test_an_unsupported_type_is_named_as_before(tmp_path: Path) -> None:
+    f = tmp_path / "mol.xyz"  # chemical/x-xyz by its name, which kreuzberg cannot extract
+    f.write_text("3\nwater\nO 0 0 0\nH 0 0 1\nH 0 1 0\n")
+    out = await extract_file(f, SETTINGS)
+    assert isinstance(out, ExtractFailure) and "chemical/x-xyz" in out.reason

@@ -233,7 +233,7 @@ def _supported(mime: str) -> bool:
 class _Plan:
     """How to extract some content: as which type, from which bytes, and what was noticed."""
 
-    mime: str | None
+    mime: str
     data: bytes
     warnings: list[str] = field(default_factory=list)
     # set when the content contradicts the claimed type but is extracted as claimed
@@ -258,7 +258,7 @@ def resolve_type(data: bytes, claimed: str | None, claimed_by: str = "its name s
     sniffed = _sniff(data)
     if sniffed is not None and _is_textual(sniffed):
         sniffed = None  # "text/plain" only means "no binary signature"
-    mime = claimed
+    mime: str | None = claimed
     warnings: list[str] = []
     mismatch = None
     if sniffed is not None and (claimed is None or (
@@ -272,7 +272,7 @@ def resolve_type(data: bytes, claimed: str | None, claimed_by: str = "its name s
         if claimed is not None:
             warnings.append(f"type: {what}; extracted as {sniffed}")
     elif (claimed is not None and sniffed is None and _family(claimed) != "text"
-          and data and _looks_like_text(data)):
+          and data and _supported(claimed) and _looks_like_text(data)):
         mismatch = f"the content looks like text, not {claimed} as {claimed_by}"
     if mime is None or _family(mime) == "text":
         decoded = _as_utf8_text(data, mime, claimed_by)
@@ -379,8 +379,6 @@ async def _extract_data(data: bytes, claimed: str | None, source: str, settings:
     plan = resolve_type(data, claimed, claimed_by)
     if isinstance(plan, str):
         return ExtractFailure(source, plan)
-    if plan.mime is None:
-        return ExtractFailure(source, "the type of the content could not be determined")
     mime, payload = plan.mime, plan.data
     html = mime == "text/html"
     # Text with very long lines is chunked by chunk_text, in pieces: kreuzberg's chunker is
