@@ -9,6 +9,8 @@ from conftest import shared_docs
 from surrealdocs import KnowledgeBase, Settings
 
 MAX_BYTES = 1_000_000  # the few big files are the benchmark's job, not the test suite's
+# OOXML files named .doc / .ppt (MANIFEST: magic-mismatch): extracted as what they are
+MISNAMED_OFFICE = {"doc/eng_spa_mult.doc", "ppt/eng_spa_mult.ppt"}
 
 
 def expected_outcomes(root: Path) -> dict[str, tuple[str, int]]:
@@ -31,7 +33,9 @@ async def test_corpus_lands_with_every_failure_named(tmp_path: Path) -> None:
             if rel not in outcome:
                 continue
             ours = outcome[rel]
-            if kz_outcome == "error":
+            if rel in MISNAMED_OFFICE:  # kreuzberg trusts the name; we read the content
+                assert ours.status == "ingested", (rel, ours)
+            elif kz_outcome == "error":
                 assert ours.status == "failed", (rel, ours)
                 assert ours.reason and len(ours.reason) > 10, (rel, ours)
             elif chars > 0:
@@ -41,7 +45,7 @@ async def test_corpus_lands_with_every_failure_named(tmp_path: Path) -> None:
                 if ours.status == "empty":
                     assert ours.reason == "no text could be extracted"
         counts = report.counts
-        assert counts["failed"] >= 15 and counts["empty"] >= 20
+        assert counts["failed"] >= 15 - len(MISNAMED_OFFICE) and counts["empty"] >= 20
         assert counts["ingested"] >= 250
         stats = await kb.stats()
         assert stats.documents == counts["ingested"]

@@ -89,24 +89,145 @@ def assign_pages(chunks: Sequence[Chunk], page_starts: Sequence[Sequence[int]] |
         chunk.last_page = page_at(max(chunk.char_end - 1, chunk.char_start))
 
 
-def chunk_text(text: str, max_chars: int = 800, overlap: int = 100) -> list[Chunk]:
-    """Chunk plain text with the same chunker as documents (no extraction involved)."""
-    from kreuzberg import ChunkingConfig, ExtractionConfig, extract_bytes_sync
+# kreuzberg's text chunker rescans the rest of a line for every chunk it cuts from it: its
+# cost grows with the square of the line's length (a 1 MB line takes about 10 s, 2 MB 40 s).
+# Text with a line longer than this is chunked in pieces of at most PIECE_CHARS characters.
+LONG_LINE = 10_000
 
+
+def longest_line(text: str | bytes) -> int:
+    """Length of the longest line of ``text`` (characters, or bytes for ``bytes``)."""
+    if not text:
+        return 0
+    sep = b"\n" if isinstance(text, bytes) else "\n"
+    return max(map(len, text.split(sep)))  # type: ignore[arg-type]
+
+
+def chunk_text(text: str, max_chars: int = 800, overlap: int = 100) -> list[Chunk]:
+    """Chunk plain text with the same chunker as documents (no extraction involved).
+
+    Text whose lines are all shorter than :data:`LONG_LINE` goes to kreuzberg's chunker in
+    one call. Longer lines make that call quadratic, so such text is cut into pieces first
+    (:func:`pieces`), at paragraph, line, sentence or word boundaries, each piece starting
+    ``overlap`` characters before the previous one ended; the pieces are chunked in one
+    parallel batch. Spans always index ``text``.
+    """
     if not text.strip():
         return []
+    if longest_line(text) <= LONG_LINE:
+        spans = [(0, len(text))]
+    else:
+        spans = pieces(text, piece_chars(max_chars), overlap)
+    results = _chunk_pieces([text[a:b] for a, b in spans], max_chars, overlap)
+    out: list[Chunk] = []
+    for (start, end), result in zip(spans, results):
+        piece = text[start:end]
+        chunks = chunks_from_kreuzberg(result.content, result.chunks or [])
+        if result.content != piece:  # kreuzberg normalised the text: map spans back
+            chunks = _map_back(piece, result.content, chunks)
+        for c in chunks:
+            c.char_start += start
+            c.char_end += start
+            if out and c.char_end <= out[-1].char_end:
+                continue  # inside the overlap with the previous piece
+            c.index = len(out)
+            out.append(c)
+    return out
+
+
+_SPACES = np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np.uint32)
+
+
+def _map_back(original: str, normalised: str, chunks: list[Chunk]) -> list[Chunk]:
+    """Spans of ``chunks`` (in ``normalised``) moved onto ``original``.
+
+    kreuzberg's text/plain extraction only changes whitespace (it trims lines and collapses
+    blank lines), so the two texts have the same non-space characters in the same order: a
+    chunk maps to the span from its first to its last non-space character, and its text
+    becomes that span of ``original``. Should the texts differ otherwise, each chunk's text is
+    searched for in ``original`` instead.
+    """
+    def solid(text: str) -> Any:
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        where = np.flatnonzero(~np.isin(codes, _SPACES))
+        return codes[where], where
+
+    codes_o, where_o = solid(original)
+    codes_n, where_n = solid(normalised)
+    if len(codes_o) != len(codes_n) or not np.array_equal(codes_o, codes_n):
+        cursor = 0
+        for c in chunks:
+            found = original.find(c.content, cursor)
+            if found >= 0:
+                c.char_start, c.char_end = found, found + len(c.content)
+                cursor = found + 1
+        return [c for c in chunks if original[c.char_start:c.char_end] == c.content]
+    out = []
+    for c in chunks:
+        first = int(np.searchsorted(where_n, c.char_start))
+        last = int(np.searchsorted(where_n, c.char_end)) - 1
+        if first > last:
+            continue  # only spaces
+        c.char_start, c.char_end = int(where_o[first]), int(where_o[last]) + 1
+        c.content = original[c.char_start:c.char_end]
+        out.append(c)
+    return out
+
+
+def piece_chars(max_chars: int) -> int:
+    """Size of the pieces long lines are cut into: enough for many chunks, small enough that
+    the chunker's quadratic cost stays negligible (about 2 ms per piece)."""
+    return max(16 * max_chars, 8_192)
+
+
+def pieces(text: str, size: int, overlap: int = 0) -> list[tuple[int, int]]:
+    """Spans of at most ``size`` characters covering ``text``, each cut at the last
+    paragraph break, line break, sentence end or space of its second half (else at
+    ``size``), and each after the first starting about ``overlap`` characters before the
+    previous one ended (at a word boundary)."""
+    spans: list[tuple[int, int]] = []
+    start, n = 0, len(text)
+    while start < n:
+        end = min(start + size, n)
+        if end < n:
+            end = _cut(text, start + size // 2, end)
+        spans.append((start, end))
+        if end >= n:
+            break
+        nxt = end
+        if overlap:
+            back = max(end - overlap, start + 1)
+            space = text.find(" ", back, end)
+            nxt = space + 1 if space >= 0 else end
+        start = nxt
+    return spans
+
+
+def _cut(text: str, lo: int, hi: int) -> int:
+    for sep in ("\n\n", "\n"):
+        at = text.rfind(sep, lo, hi)
+        if at >= 0:
+            return at + len(sep)
+    best = max(text.rfind(p, lo, hi) for p in (". ", "? ", "! ", "。"))
+    if best >= 0:
+        return best + (1 if text[best] == "。" else 2)
+    at = text.rfind(" ", lo, hi)
+    return at + 1 if at >= 0 else hi
+
+
+def _chunk_pieces(texts: list[str], max_chars: int, overlap: int) -> list[Any]:
+    from kreuzberg import (
+        ChunkingConfig,
+        ExtractionConfig,
+        batch_extract_bytes_sync,
+        extract_bytes_sync,
+    )
+
     config = ExtractionConfig(
         use_cache=False,
         chunking=ChunkingConfig(max_chars=max_chars, max_overlap=overlap),
     )
-    result = extract_bytes_sync(text.encode("utf-8"), "text/plain", config)
-    content = result.content
-    chunks = chunks_from_kreuzberg(content, result.chunks or [])
-    if content != text:  # kreuzberg normalised the text: re-anchor spans on the original
-        cursor = 0
-        for c in chunks:
-            found = text.find(c.content, cursor)
-            if found >= 0:
-                c.char_start, c.char_end = found, found + len(c.content)
-                cursor = found + 1
-    return chunks
+    data: list[bytes | bytearray] = [t.encode("utf-8") for t in texts]
+    if len(data) == 1:
+        return [extract_bytes_sync(data[0], "text/plain", config)]
+    return list(batch_extract_bytes_sync(data, ["text/plain"] * len(data), config))

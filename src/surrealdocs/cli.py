@@ -206,7 +206,8 @@ def _print_report(report: IngestReport) -> None:
     table.add_column("files", justify="right")
     labels = {"ingested": "ingested", "updated": "updated (content changed)",
               "unchanged": "skipped as unchanged", "duplicate": "duplicates (content stored)",
-              "empty": "no text", "failed": "failed"}
+              "empty": "no text", "failed": "failed",
+              "skipped": "skipped (links out of the folder, FIFOs)"}
     for status, label in labels.items():
         style = {"failed": "red", "empty": "yellow"}.get(status, "")
         table.add_row(f"[{style}]{label}[/]" if style else label, str(counts[status]))

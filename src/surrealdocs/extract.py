@@ -9,12 +9,21 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .chunk import Chunk, byte_to_char_offsets, chunks_from_kreuzberg
+from .chunk import (
+    LONG_LINE,
+    Chunk,
+    assign_pages,
+    byte_to_char_offsets,
+    chunk_text,
+    chunks_from_kreuzberg,
+    longest_line,
+)
 from .config import Settings
 from .errors import ConfigurationError
 
@@ -90,7 +99,7 @@ def copy_extraction_config(config: Any, **changes: Any) -> Any:
 
 
 def extraction_config(settings: Settings, *, ocr: bool = False,
-                      cancel_token: Any = None) -> Any:
+                      cancel_token: Any = None, chunking: bool = True) -> Any:
     """kreuzberg configuration: the caller's options (``settings.kreuzberg_config``), with
     our chunking, language detection, caching, timeout, and optional forced OCR."""
     from kreuzberg import ChunkingConfig, LanguageDetectionConfig, OcrConfig
@@ -101,7 +110,7 @@ def extraction_config(settings: Settings, *, ocr: bool = False,
         "use_cache": False,  # unchanged files are skipped before extraction anyway
         "chunking": (ChunkingConfig(max_chars=settings.chunk_size,
                                     max_overlap=settings.chunk_overlap)
-                     if settings.chunked else None),
+                     if settings.chunked and chunking else None),
         "extraction_timeout_secs": max(1, int(settings.extract_timeout)),
         "cancel_token": cancel_token,
     }
@@ -117,28 +126,325 @@ def extraction_config(settings: Settings, *, ocr: bool = False,
 
 
 async def extract_file(path: Path, settings: Settings, source: str | None = None) -> ExtractOutcome:
-    """Extract one file; never raises for a bad file."""
-    from kreuzberg import extract_file as kz_extract_file
+    """Extract one file; never raises for a bad file.
 
-    return await _extract(source or str(path), settings,
-                          lambda config: kz_extract_file(str(path), config=config))
+    The type is what the file's name says, checked against what its bytes are (see
+    :func:`resolve_type`): a PNG named ``.txt`` is OCR'd as an image, binary content named as
+    text fails with that reason, and text in UTF-16 or a legacy encoding is decoded.
+    """
+    from kreuzberg import detect_mime_type_from_path
+
+    source = source or str(path)
+    try:
+        data = await asyncio.to_thread(Path(path).read_bytes)
+    except OSError as exc:
+        return ExtractFailure(source, f"cannot read: {exc.strerror or _reason(exc)}")
+    try:
+        claimed: str | None = detect_mime_type_from_path(str(path))  # from the name only
+    except Exception:
+        claimed = None
+    return await _extract_data(data, claimed, source, settings, claimed_by="its name says")
 
 
 async def extract_bytes(data: bytes, mime_type: str, source: str,
                         settings: Settings) -> ExtractOutcome:
-    """Extract raw bytes of a declared MIME type; never raises for bad input."""
-    from kreuzberg import extract_bytes as kz_extract_bytes
+    """Extract raw bytes of a declared MIME type; never raises for bad input.
+
+    A declared type that the bytes contradict is handled as for a misnamed file
+    (:func:`resolve_type`); ``application/octet-stream`` or ``""`` declare nothing.
+    """
+    from kreuzberg import validate_mime_type
+
+    declared = (mime_type or "").strip().lower() or None
+    if declared == "application/octet-stream":
+        declared = None
+    if declared is not None:
+        try:
+            declared = validate_mime_type(declared)
+        except Exception as exc:
+            sniffed = _sniff(data)
+            if sniffed is None or _is_textual(sniffed) or not _supported(sniffed):
+                return ExtractFailure(
+                    source, f"unsupported MIME type {mime_type!r}: {_reason(exc)}")
+            declared = None  # the bytes say what they are: use that
+    return await _extract_data(bytes(data), declared, source, settings,
+                               claimed_by="declared")
+
+
+# --- the real type of the content -------------------------------------------------------
+
+_TEXTUAL = {"application/json", "application/xml", "application/x-yaml", "application/yaml",
+            "application/x-ndjson", "application/toml", "application/x-toml",
+            "application/javascript", "application/sql", "application/x-sh",
+            "message/rfc822"}
+_OLE = {"application/msword", "application/vnd.ms-excel", "application/vnd.ms-powerpoint",
+        "application/vnd.ms-outlook", "application/x-ole-storage", "application/x-cfb"}
+_ZIP_PREFIXES = ("application/vnd.openxmlformats-officedocument.",
+                 "application/vnd.oasis.opendocument.", "application/vnd.ms-excel.",
+                 "application/vnd.ms-word.", "application/vnd.ms-powerpoint.")
+_ZIP = {"application/zip", "application/epub+zip", "application/java-archive",
+        "application/x-zip-compressed"}
+_GENERIC = {"application/zip", "application/x-ole-storage", "application/x-cfb"}
+_SNIFF_BYTES = 64 * 1024  # text checks look at the start of the content
+
+
+def _is_textual(mime: str) -> bool:
+    return (mime.startswith("text/") or mime in _TEXTUAL
+            or mime.endswith(("+xml", "+json")))
+
+
+def _family(mime: str) -> str:
+    """Container formats share a family: the name is trusted between its members."""
+    if mime in _OLE:
+        return "ole"
+    if mime in _ZIP or mime.startswith(_ZIP_PREFIXES):
+        return "zip"
+    if mime.startswith("image/"):
+        return "image"
+    if _is_textual(mime):
+        return "text"
+    return mime
+
+
+def _sniff(data: bytes) -> str | None:
+    """The type kreuzberg reads from the bytes' signature (``None`` when it cannot tell;
+    anything without a binary signature reads as ``text/plain``)."""
+    from kreuzberg import detect_mime_type
+
+    if not data:
+        return None
+    try:
+        return str(detect_mime_type(data)).lower()
+    except Exception:
+        return None
+
+
+def _supported(mime: str) -> bool:
     from kreuzberg import validate_mime_type
 
     try:
-        mime_type = validate_mime_type(mime_type)
-    except Exception as exc:
-        return ExtractFailure(source, f"unsupported MIME type {mime_type!r}: {_reason(exc)}")
-    return await _extract(source, settings,
-                          lambda config: kz_extract_bytes(data, mime_type, config))
+        validate_mime_type(mime)
+    except Exception:
+        return False
+    return True
 
 
-async def _extract(source: str, settings: Settings, call: Any) -> ExtractOutcome:
+@dataclass
+class _Plan:
+    """How to extract some content: as which type, from which bytes, and what was noticed."""
+
+    mime: str
+    data: bytes
+    warnings: list[str] = field(default_factory=list)
+    # set when the content contradicts the claimed type but is extracted as claimed
+    mismatch: str | None = None
+
+
+def resolve_type(data: bytes, claimed: str | None, claimed_by: str = "its name says"
+                 ) -> _Plan | str:
+    """Decide the type to extract ``data`` as, given the type its name or caller claims.
+
+    - A binary signature (PDF, image, Office, ...) that contradicts the claim wins: the
+      content is extracted as what it is, with a warning; a signature of a type kreuzberg
+      cannot extract is a failure naming both types.
+    - Within a container family (ZIP-based or OLE-based formats) the claim is trusted: the
+      signature only sees the container.
+    - Content claimed as text must be text: UTF-16/32 (with or without a byte order mark) and
+      legacy 8-bit encodings are decoded to UTF-8, and content with control bytes is binary,
+      a failure. kreuzberg would store any of these as garbage characters.
+
+    Returns the plan, or the reason of a failure.
+    """
+    sniffed = _sniff(data)
+    if sniffed is not None and _is_textual(sniffed):
+        sniffed = None  # "text/plain" only means "no binary signature"
+    if sniffed in _PRINTABLE_SIGNATURES and (claimed is None or _family(claimed) == "text") \
+            and _looks_like_text(data):
+        # These signatures are a few printable characters ("BM" for BMP): text that happens
+        # to start with them ("BM25 ranks documents ...") is still text. The real files hold
+        # control bytes within their first kilobytes.
+        sniffed = None
+    mime: str | None = claimed
+    warnings: list[str] = []
+    mismatch = None
+    if sniffed is not None and (claimed is None or (
+            _family(sniffed) != _family(claimed)
+            or (claimed in _GENERIC and sniffed not in _GENERIC))):
+        what = (f"the content is {sniffed}, not {claimed} as {claimed_by}"
+                if claimed else f"the content is {sniffed}")
+        if not _supported(sniffed):
+            return f"{what}, which cannot be extracted"
+        mime = sniffed
+        if claimed is not None:
+            warnings.append(f"type: {what}; extracted as {sniffed}")
+    elif (claimed is not None and sniffed is None and _family(claimed) != "text"
+          and data and _supported(claimed) and _looks_like_text(data)):
+        mismatch = f"the content looks like text, not {claimed} as {claimed_by}"
+    if mime is None or _family(mime) == "text":
+        decoded = _as_utf8_text(data, mime, claimed_by)
+        if isinstance(decoded, str):
+            return decoded
+        data, note = decoded
+        if note:
+            warnings.append(f"encoding: {note}")
+        if mime is None:
+            mime = "text/plain"
+    return _Plan(mime, data, warnings, mismatch)
+
+
+_PRINTABLE_SIGNATURES = frozenset({"image/bmp", "image/x-ms-bmp", "image/gif", "audio/mpeg",
+                                   "audio/mp3"})
+_BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe\x00\x00", "utf-32-le"),
+         (b"\x00\x00\xfe\xff", "utf-32-be"), (b"\xff\xfe", "utf-16-le"),
+         (b"\xfe\xff", "utf-16-be"))
+# C0 control bytes that text does not contain (tab, line feed, vertical tab, form feed,
+# carriage return and escape are allowed)
+_CONTROL = bytes([*range(0, 9), *range(14, 27), *range(28, 32), 127])
+_CHARSET = re.compile(rb"""(?:charset|encoding)\s*=\s*["']?\s*([A-Za-z0-9_.:-]{2,40})""")
+
+
+def _looks_like_text(data: bytes) -> bool:
+    sample = data[:_SNIFF_BYTES]
+    return sum(sample.count(b) for b in _CONTROL) == 0 and _utf8_prefix_ok(sample)
+
+
+def _utf8_prefix_ok(sample: bytes) -> bool:
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start >= len(sample) - 3  # a character cut by the sample's end
+    return True
+
+
+def _wide_encoding(sample: bytes) -> str | None:
+    """UTF-16 or UTF-32 without a byte order mark, recognised by its zero bytes."""
+    n = len(sample) - len(sample) % 4
+    if n < 8:
+        return None
+    sample = sample[:n]
+    lanes = [sample[i::4].count(0) / (n // 4) for i in range(4)]
+    if lanes[1] > 0.9 and lanes[2] > 0.9 and lanes[3] > 0.9 and lanes[0] < 0.1:
+        return "utf-32-le"
+    if lanes[0] > 0.9 and lanes[1] > 0.9 and lanes[2] > 0.9 and lanes[3] < 0.1:
+        return "utf-32-be"
+    even = (lanes[0] + lanes[2]) / 2
+    odd = (lanes[1] + lanes[3]) / 2
+    if odd > 0.4 and even < 0.05:
+        return "utf-16-le"
+    if even > 0.4 and odd < 0.05:
+        return "utf-16-be"
+    return None
+
+
+def _as_utf8_text(data: bytes, mime: str | None, claimed_by: str) -> tuple[bytes, str] | str:
+    """Content claimed as text, as UTF-8 bytes (and a note when it had to be decoded), or
+    the reason it is not text."""
+    what = f"{mime} as {claimed_by}" if mime else "text"
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            text = data[len(bom):].decode(codec, errors="replace")
+            return text.encode("utf-8"), ("" if codec == "utf-8-sig" else f"decoded {codec}")
+    sample = data[:_SNIFF_BYTES]
+    wide = _wide_encoding(sample)
+    if wide is not None:
+        try:
+            return data.decode(wide).encode("utf-8"), f"decoded {wide}"
+        except UnicodeDecodeError:
+            pass
+    controls = sum(sample.count(b) for b in _CONTROL)
+    if controls > max(1, len(sample) // 100) or b"\x00" in sample:
+        return (f"the content is binary ({controls} control bytes in its first "
+                f"{len(sample):,} bytes), not {what}")
+    if mime == "message/rfc822":  # parts declare their own charsets
+        return data, ""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        codec = _declared_charset(sample) or "cp1252"
+        return (data.decode(codec, errors="replace").encode("utf-8"),
+                f"not UTF-8, decoded as {codec}")
+    return data, ""
+
+
+def _declared_charset(sample: bytes) -> str | None:
+    """The encoding an HTML ``<meta>`` or an XML declaration names, if Python knows it."""
+    import codecs
+
+    found = _CHARSET.search(sample[:4096])
+    if not found:
+        return None
+    try:
+        name = codecs.lookup(found.group(1).decode("ascii")).name
+    except (LookupError, UnicodeDecodeError):
+        return None
+    return None if name in ("utf-8", "utf-16", "utf-32") else name
+
+
+async def _extract_data(data: bytes, claimed: str | None, source: str, settings: Settings,
+                        claimed_by: str) -> ExtractOutcome:
+    from kreuzberg import extract_bytes as kz_extract_bytes
+
+    plan = resolve_type(data, claimed, claimed_by)
+    if isinstance(plan, str):
+        return ExtractFailure(source, plan)
+    mime, payload = plan.mime, plan.data
+    html = mime == "text/html"
+    # Text with very long lines is chunked by chunk_text, in pieces: kreuzberg's chunker is
+    # quadratic in a line's length (see chunk.LONG_LINE). HTML may get another text.
+    own_chunks = settings.chunked and _family(mime) == "text" and (
+        html or longest_line(payload) > LONG_LINE)
+    outcome = await _extract(source, settings,
+                             lambda config: kz_extract_bytes(payload, mime, config),
+                             chunk=not own_chunks)
+    if html and isinstance(outcome, Extracted):
+        outcome = await asyncio.to_thread(_check_html_text, outcome, payload)
+    if own_chunks and isinstance(outcome, Extracted):
+        outcome = await asyncio.to_thread(_rechunk, outcome, settings)
+    if isinstance(outcome, ExtractFailure):
+        if plan.mismatch and outcome.kind == "failed":
+            outcome.reason = f"{plan.mismatch}: {outcome.reason}"
+    else:
+        outcome.warnings[:0] = plan.warnings
+    return outcome
+
+
+# Share of an HTML page's words missing from kreuzberg's text above which its text is
+# replaced by html_to_text's (kreuzberg drops text in some layouts; see htmltext.py).
+HTML_LOSS_LIMIT = 0.10
+
+
+def _check_html_text(doc: Extracted, html: bytes) -> Extracted:
+    """``doc`` with the page's text rendered by selectolax when kreuzberg's text lacks more
+    than :data:`HTML_LOSS_LIMIT` of its words (noted in ``doc.warnings``)."""
+    from .htmltext import html_to_text, lost_share
+
+    try:
+        rendered = html_to_text(html)
+    except Exception as exc:  # the check must never cost a document
+        doc.warnings.append(f"html: text check failed: {_reason(exc)}")
+        return doc
+    share, lost, total = lost_share(doc.content, rendered)
+    if share > HTML_LOSS_LIMIT and rendered.strip():
+        doc.warnings.append(
+            f"html: kreuzberg's text lacked {lost} of the page's {total} words "
+            f"({share:.0%}); text rendered with selectolax instead")
+        doc.content = rendered
+        doc.page_starts = None
+        doc.chunks = []
+    return doc
+
+
+def _rechunk(doc: Extracted, settings: Settings) -> ExtractOutcome:
+    """``doc`` with chunks of its (whole) content made by :func:`chunk_text`."""
+    doc.chunks = chunk_text(doc.content, settings.chunk_size, settings.chunk_overlap)
+    if not doc.chunks:
+        return ExtractFailure(doc.source, "no text could be extracted", kind="empty")
+    assign_pages(doc.chunks, doc.page_starts)
+    return doc
+
+
+async def _extract(source: str, settings: Settings, call: Any,
+                   chunk: bool = True) -> ExtractOutcome:
     """Run ``call(config)`` with a timeout that really stops the work, and OCR scanned PDFs.
 
     OCR is not asked for up front: with an OCR config kreuzberg OCRs every PDF page, even
@@ -150,7 +456,8 @@ async def _extract(source: str, settings: Settings, call: Any) -> ExtractOutcome
     token = CancellationToken()
     deadline = asyncio.get_running_loop().time() + settings.extract_timeout
     try:
-        result = await asyncio.wait_for(call(extraction_config(settings, cancel_token=token)),
+        result = await asyncio.wait_for(call(extraction_config(settings, cancel_token=token,
+                                                                 chunking=chunk)),
                                         timeout=settings.extract_timeout)
         user = settings.kreuzberg_config
         if (settings.ocr_language and result.mime_type == "application/pdf"
@@ -160,14 +467,15 @@ async def _extract(source: str, settings: Settings, call: Any) -> ExtractOutcome
             if remaining <= 0:
                 raise asyncio.TimeoutError
             result = await asyncio.wait_for(
-                call(extraction_config(settings, ocr=True, cancel_token=token)), remaining)
+                call(extraction_config(settings, ocr=True, cancel_token=token,
+                                       chunking=chunk)), remaining)
     except asyncio.TimeoutError:
         token.cancel()
         return ExtractFailure(source, f"extraction timed out after {settings.extract_timeout:g} s")
     except Exception as exc:
         token.cancel()
         return ExtractFailure(source, _reason(exc))
-    return from_kreuzberg(source, result, chunked=settings.chunked)
+    return from_kreuzberg(source, result, chunked=settings.chunked and chunk)
 
 
 def _reason(exc: BaseException) -> str:

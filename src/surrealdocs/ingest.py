@@ -80,8 +80,8 @@ class Ingestor:
         files, unusable = discover(paths, glob)
         if on_discovered:
             on_discovered(len(files) + len(unusable))
-        report = IngestReport(results=[FileResult(raw, "failed", reason=reason)
-                                       for raw, reason in unusable])
+        report = IngestReport(results=[FileResult(p.source, p.status, reason=p.reason)
+                                       for p in unusable])
         for r in report.results:
             if on_result:
                 on_result(r)

@@ -13,7 +13,7 @@ from typing import Any
 
 from surrealdb import RecordID
 
-STATUSES = ("ingested", "updated", "unchanged", "duplicate", "empty", "failed")
+STATUSES = ("ingested", "updated", "unchanged", "duplicate", "empty", "failed", "skipped")
 
 
 def jsonable(value: Any) -> Any:
@@ -70,7 +70,8 @@ class IngestReport:
 
     @property
     def failures(self) -> list[FileResult]:
-        return [r for r in self.results if r.status in ("failed", "empty")]
+        """Sources that gave no document: failed, empty, or skipped (with the reason)."""
+        return [r for r in self.results if r.status in ("failed", "empty", "skipped")]
 
     @property
     def chunks_written(self) -> int:
