@@ -8,7 +8,9 @@ import asyncio
 import json
 import shutil
 import socket
+import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -211,7 +213,8 @@ async def test_stdio_with_writes(store: Path, tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "walrus.md").write_text("# Walrus\n\nThe walrus keeps a tusk diary.\n")
     (folder / "broken.pdf").write_bytes(b"%PDF-1.5 broken")
-    async with Client(stdio(store, "--allow-writes")) as client:
+    # The initialize handshake of the protocol versions before 2026 (Claude Desktop's).
+    async with Client(stdio(store, "--allow-writes"), mode="legacy") as client:
         await check_tools(client, writes=True)
         added = data(await client.call_tool("add_text", {
             "source": "note://otter", "text": "The otter holds hands while sleeping.",
@@ -240,6 +243,37 @@ async def test_stdio_with_writes(store: Path, tmp_path: Path) -> None:
     async with await KnowledgeBase.open(settings=settings(store)) as kb:
         assert await kb.count_documents() == 8
         assert await kb.count_documents(notebook="Research") == 3
+
+
+def test_stdio_stdout_carries_only_the_protocol(store: Path) -> None:
+    """What a client that reads raw JSON-RPC lines sees: nothing else on stdout."""
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "search", "arguments": {"query": "BM25", "limit": 1}}}]
+    params = stdio(store)
+    process = subprocess.Popen([params.command, *params.args], text=True,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    watchdog = threading.Timer(120, process.kill)
+    watchdog.start()
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write("".join(json.dumps(r) + "\n" for r in requests))
+        process.stdin.flush()
+        replies = [json.loads(process.stdout.readline()) for _ in range(2)]
+        process.stdin.close()  # the client hangs up: the server closes the store and ends
+        assert process.wait() == 0 and process.stdout.read() == ""
+    finally:
+        watchdog.cancel()
+        if process.poll() is None:
+            process.kill()
+    assert [r["id"] for r in replies] == [1, 2]
+    assert replies[0]["result"]["serverInfo"]["name"] == "surrealdocs"
+    assert replies[1]["result"]["structuredContent"]["count"] == 1
 
 
 @asynccontextmanager
