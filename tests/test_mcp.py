@@ -355,6 +355,13 @@ async def test_truncation_is_stated(store: Path) -> None:
             assert size(result) <= 8000 and data(result)["truncated"] is True
             whole = data(await client.call_tool("search", {"query": "zebra", "limit": 3}))
             assert "truncated" not in whole and whole["count"] == 3
+            bare = data(await client.call_tool("search", {"query": "zebra", "limit": 3,
+                                                          "snippet_chars": 0}))
+            assert [h["snippet"] for h in bare["hits"]] == ["", "", ""]
+            short = data(await client.call_tool("search", {"query": "zebra", "limit": 3,
+                                                           "snippet_chars": 20}))
+            assert all(len(h["snippet"]) <= 20 and h["snippet"].endswith("…")
+                       for h in short["hits"])
     with pytest.raises(ConfigurationError):
         build_mcp_server(kb, max_chars=10)
 

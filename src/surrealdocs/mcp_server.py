@@ -87,7 +87,7 @@ def _answer(payload: dict[str, Any]) -> CallToolResult:
 
 
 def _fit_list(payload: dict[str, Any], key: str, limit: int, omitted_key: str,
-              shrink: Callable[[dict[str, Any], int], bool] | None = None) -> dict[str, Any]:
+              shrink: Callable[[dict[str, Any], int], None] | None = None) -> dict[str, Any]:
     """Drop items of ``payload[key]`` from the end until the JSON fits in ``limit``
     characters, stating it; ``shrink`` may then cut the last item's text further."""
     items: list[Any] = payload[key]
@@ -104,15 +104,16 @@ def _fit_list(payload: dict[str, Any], key: str, limit: int, omitted_key: str,
     return payload
 
 
-def _shrink_snippet(hit: dict[str, Any], excess: int) -> bool:
+def _shrink_snippet(hit: dict[str, Any], excess: int) -> None:
     snippet = hit.get("snippet") or ""
     hit["snippet"] = snippet[:max(len(snippet) - excess - 1, 0)] + "…"
-    return True
 
 
 def _snippet(text: str, chars: int) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= chars else flat[:max(chars - 1, 0)].rstrip() + "…"
+    if len(flat) <= chars:
+        return flat
+    return flat[:chars - 1].rstrip() + "…" if chars > 0 else ""
 
 
 def _hit(rank: int, hit: Hit, snippet_chars: int) -> dict[str, Any]:
