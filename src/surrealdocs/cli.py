@@ -498,6 +498,25 @@ def reembed(*, store: StoreOptions) -> None:
     console.print(f"{n} chunks re-embedded with {escape(model)}")
 
 
+# ----- MCP -------------------------------------------------------------------------------
+@app.command("mcp")
+@store_options
+def mcp_command(
+    allow_writes: Annotated[bool, typer.Option(
+        "--allow-writes", help="Also offer the add_text and ingest_path tools (they write to"
+                               " the store; ingest_path reads this machine's disk)")] = False,
+    max_chars: Annotated[int, typer.Option(
+        help="Most characters of one tool result; longer ones are cut and say so")] = 8000,
+    *, store: StoreOptions,
+) -> None:
+    """Serve the knowledge base to MCP clients (Claude Desktop, IDEs, agents) over stdio."""
+    try:
+        from .mcp_server import serve_stdio
+    except ImportError as exc:
+        _fail(f"the MCP server needs the mcp extra: pip install 'surrealdocs[mcp]' ({exc})")
+    _run(lambda: serve_stdio(store.settings(), allow_writes=allow_writes, max_chars=max_chars))
+
+
 # ----- evaluation ------------------------------------------------------------------------
 @app.command("eval")
 def eval_command(

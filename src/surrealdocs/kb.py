@@ -44,7 +44,9 @@ class KnowledgeBase:
 
     Open one with :meth:`open` (from a URL) or :meth:`around` (on a connection you opened).
     Attributes: ``store`` (the connection), ``settings``, ``embedder`` (``None`` for stores
-    without vectors), ``storage`` (the owners of the tables), ``notebooks``, ``jobs``.
+    without vectors), ``storage`` (the owners of the tables), ``notebooks``, ``jobs``,
+    ``loop`` (the event loop it was opened on: a remote store's connection and the write
+    lock belong to it).
     """
 
     def __init__(self, store: Store, embedder: Embedder | None, settings: Settings) -> None:
@@ -59,6 +61,10 @@ class KnowledgeBase:
         self._ingestor = Ingestor(self.storage, self.embedding, settings)
         self._searcher = Searcher(self.storage, self.embedding, settings)
         self._notebooks = NotebookService(self) if settings.chunked else None
+        try:  # the loop the store was opened on: its connection answers there
+            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
 
     # ----- opening and closing ---------------------------------------------------------
     @classmethod
@@ -323,6 +329,30 @@ class KnowledgeBase:
             raise NotFoundError(f"document {ref!r} has no text on pages {first}-{last}")
         return await self._passage(doc, spans)
 
+    async def excerpt(self, ref: Any, start: int = 0, end: int | None = None) -> Passage:
+        """Characters ``start`` to ``end`` (the end of the text when ``None``) of a
+        document's text, with the chunks that overlap them and the pages those span."""
+        for name, value in (("start", start), ("end", end)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 0):
+                raise ConfigurationError(f"{name} must be an integer >= 0, got {value!r}")
+        doc = await self._document_id(ref)
+        row = await self.storage.documents.get(doc)
+        if row is None or not row.get("complete"):
+            raise NotFoundError(f"no document {ref!r}")
+        content = row.get("content") or ""
+        if start > len(content):
+            raise ConfigurationError(
+                f"start {start} is past the end of the document ({len(content)} characters)")
+        end = len(content) if end is None else max(min(end, len(content)), start)
+        spans = [s for s in (_span(r) for r in await self.storage.chunks.spans(doc))
+                 if s.char_start < end and s.char_end > start] if self.settings.chunked else []
+        pages = [p for s in spans for p in (s.page, s.last_page) if p is not None]
+        return Passage(document_id=str(doc), source=row.get("source"), title=row.get("title"),
+                       text=content[start:end], char_start=start, char_end=end,
+                       first_page=min(pages) if pages else None,
+                       last_page=max(pages) if pages else None, chunks=spans)
+
     async def _passage(self, doc: Any, spans: list[ChunkSpan]) -> Passage:
         row = await self.storage.documents.get(doc)
         if row is None:
@@ -398,6 +428,17 @@ class SyncKnowledgeBase:
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    @property
+    def kb(self) -> KnowledgeBase:
+        """The asynchronous knowledge base behind this one; await its calls on :attr:`loop`
+        only (``asyncio.run_coroutine_threadsafe``)."""
+        return self._kb
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The private event loop (in its own thread) the knowledge base runs on."""
+        return self._loop
 
     @property
     def store(self) -> Store:

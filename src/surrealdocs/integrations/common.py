@@ -1,0 +1,163 @@
+"""What the framework retrievers share: their search options, a hit's citation metadata, and
+a runner that makes a knowledge base's calls on the event loop it lives on.
+
+A knowledge base belongs to the event loop it was opened on (a remote store's connection
+and the store's write lock are bound to it). A retriever is called from plain scripts
+(``invoke``/``retrieve``, no loop), from async code (``ainvoke``/``aretrieve``, on some
+loop) and from sync code inside a running loop (a notebook cell, a sync callback of an
+async app). :class:`KnowledgeBaseRunner` sends every call to the knowledge base's own loop:
+
+- a :class:`~surrealdocs.SyncKnowledgeBase`, or one opened lazily from a store URL or
+  settings (as a ``SyncKnowledgeBase``), runs on a private loop in its own thread, so both
+  paths work from anywhere;
+- a :class:`~surrealdocs.KnowledgeBase` runs on the loop it was opened on: async calls on
+  that loop await it directly, calls from other threads are handed to it; a blocking call
+  from that very loop would deadlock it and is refused with a clear error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import threading
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ..config import Settings
+from ..errors import ConfigurationError
+from ..kb import KnowledgeBase, SyncKnowledgeBase
+from ..results import Hit
+
+T = TypeVar("T")
+Work = Callable[[KnowledgeBase], Coroutine[Any, Any, T]]
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """The options of :meth:`surrealdocs.KnowledgeBase.search`, fixed for a retriever."""
+
+    mode: str = "hybrid"
+    limit: int = 10
+    min_score: float | None = None
+    source: str | None = None
+    mime_type: str | Sequence[str] | None = None
+    notebook: Any = None
+    topics: Sequence[str] | None = None
+    created_after: dt.datetime | None = None
+    created_before: dt.datetime | None = None
+    candidates: int | None = None
+    fusion: str | None = None
+    rrf_k: int | None = None
+    text_weight: float | None = None
+    vector_weight: float | None = None
+    per_document: bool = False
+
+    @classmethod
+    def of(cls, options: dict[str, Any]) -> SearchOptions:
+        unknown = set(options) - set(SEARCH_OPTIONS)
+        if unknown:
+            raise ConfigurationError(
+                f"unknown search option(s) {', '.join(sorted(unknown))}; the options are "
+                f"{', '.join(SEARCH_OPTIONS)}")
+        return cls(**options)
+
+    def kwargs(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in SEARCH_OPTIONS}
+
+
+SEARCH_OPTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SearchOptions))
+
+
+def hit_metadata(hit: Hit, mode: str) -> dict[str, Any]:
+    """What a citation needs, from a hit: everything but its text, plus the search mode."""
+    metadata = hit.to_dict()
+    metadata.pop("content", None)
+    metadata["mode"] = mode
+    return metadata
+
+
+class KnowledgeBaseRunner:
+    """Runs calls on a knowledge base from sync and async code alike (see the module).
+
+    Give a :class:`KnowledgeBase` or a :class:`SyncKnowledgeBase` (yours: :meth:`close`
+    leaves it open), or a store URL and/or :class:`Settings` to open one lazily on first
+    use (closed by :meth:`close`).
+    """
+
+    def __init__(self, kb: KnowledgeBase | SyncKnowledgeBase | None = None, *,
+                 db: str | None = None, settings: Settings | None = None) -> None:
+        if kb is not None and (db is not None or settings is not None):
+            raise ConfigurationError("give a knowledge base, or a store URL/settings to open "
+                                     "one, not both")
+        if kb is not None and not isinstance(kb, (KnowledgeBase, SyncKnowledgeBase)):
+            raise ConfigurationError(
+                f"expected a KnowledgeBase or SyncKnowledgeBase, got {type(kb).__name__}")
+        self._given = kb
+        self._db = db
+        self._settings = settings
+        self._opened: SyncKnowledgeBase | None = None
+        self._lock = threading.Lock()
+
+    def _target(self) -> tuple[KnowledgeBase, asyncio.AbstractEventLoop | None]:
+        given = self._given
+        if isinstance(given, SyncKnowledgeBase):
+            return given.kb, given.loop
+        if isinstance(given, KnowledgeBase):
+            return given, given.loop
+        with self._lock:
+            if self._opened is None:
+                self._opened = SyncKnowledgeBase(self._db, settings=self._settings)
+            return self._opened.kb, self._opened.loop
+
+    def call(self, work: Work[T]) -> T:
+        """Run ``work(kb)`` and wait for it (from code that is not a coroutine)."""
+        kb, loop = self._target()
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None:
+            raise ConfigurationError(
+                "this knowledge base was not opened on an event loop: open it with "
+                "`await KnowledgeBase.open(...)`, or give a SyncKnowledgeBase or a store URL")
+        if loop.is_closed():
+            raise ConfigurationError(_CLOSED)
+        if loop.is_running():
+            if loop is running:
+                raise ConfigurationError(
+                    "a blocking call on the event loop this knowledge base runs on would wait "
+                    "for itself: await the async call (ainvoke / aretrieve) instead, or give "
+                    "the retriever a SyncKnowledgeBase or a store URL")
+            return asyncio.run_coroutine_threadsafe(work(kb), loop).result()
+        if running is None:
+            return loop.run_until_complete(work(kb))
+        raise ConfigurationError(_STOPPED)
+
+    async def acall(self, work: Work[T]) -> T:
+        """Run ``work(kb)`` on the knowledge base's loop and await it from this one."""
+        if self._given is None and self._opened is None:
+            await asyncio.to_thread(self._target)  # opening blocks: not on this loop
+        kb, loop = self._target()
+        running = asyncio.get_running_loop()
+        if loop is None or loop is running:
+            return await work(kb)
+        if loop.is_closed():
+            raise ConfigurationError(_CLOSED)
+        if not loop.is_running():
+            raise ConfigurationError(_STOPPED)
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work(kb), loop))
+
+    def close(self) -> None:
+        """Close the knowledge base this runner opened (one it was given stays open)."""
+        with self._lock:
+            opened, self._opened = self._opened, None
+        if opened is not None:
+            opened.close()
+
+
+_CLOSED = ("the event loop this knowledge base was opened on is closed (did an asyncio.run() "
+           "end?): open it where you use it, or give a SyncKnowledgeBase or a store URL")
+_STOPPED = ("the event loop this knowledge base was opened on is not running: call from that "
+            "loop, or give a SyncKnowledgeBase or a store URL")

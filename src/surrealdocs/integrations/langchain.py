@@ -1,0 +1,103 @@
+"""A LangChain retriever over a surrealdocs knowledge base (``pip install
+'surrealdocs[langchain]'``).
+
+>>> from surrealdocs.integrations.langchain import SurrealDocsRetriever
+>>> retriever = SurrealDocsRetriever(db="./.surrealdocs/db", mode="hybrid", limit=5)
+>>> docs = retriever.invoke("how are vectors indexed?")        # or: await retriever.ainvoke
+>>> docs[0].metadata["source"], docs[0].metadata["page"], docs[0].metadata["score"]
+>>> retriever.close()                                            # it opened the store
+
+Each hit is a ``Document`` whose ``page_content`` is the chunk's text, whose ``id`` is the
+chunk id, and whose ``metadata`` holds what a citation needs: ``source``, ``title``,
+``mime_type``, ``page``/``last_page``, ``char_start``/``char_end`` (where the chunk lies in
+its document's text), ``chunk_id``, ``chunk_index``, ``document_id``, ``score``, for hybrid
+search each leg's ``text_rank``/``vector_rank`` and ``text_score``/``vector_score``, and
+the ``mode``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from pydantic import Field, PrivateAttr
+
+from ..config import Settings
+from ..kb import KnowledgeBase, SyncKnowledgeBase
+from ..results import Hit
+from .common import SEARCH_OPTIONS, KnowledgeBaseRunner, SearchOptions, hit_metadata
+
+__all__ = ["SurrealDocsRetriever"]
+
+
+class SurrealDocsRetriever(BaseRetriever):
+    """Retrieves chunks from a surrealdocs knowledge base with
+    :meth:`surrealdocs.KnowledgeBase.search`.
+
+    Give ``kb`` (a :class:`~surrealdocs.KnowledgeBase` or
+    :class:`~surrealdocs.SyncKnowledgeBase` you opened and will close), or ``db`` and/or
+    ``settings`` to have the retriever open one on first use (:meth:`close` closes it).
+    Every other field is a search option, with the meaning and default it has in
+    ``KnowledgeBase.search``.
+
+    ``invoke`` works from plain scripts and from sync code inside a running event loop;
+    ``ainvoke`` from any loop. A ``KnowledgeBase`` opened on the loop that calls ``invoke``
+    cannot be waited for on that loop: use ``ainvoke`` there (or a ``SyncKnowledgeBase``).
+    """
+
+    kb: KnowledgeBase | SyncKnowledgeBase | None = Field(default=None, exclude=True,
+                                                         repr=False)
+    db: str | None = None
+    settings: Settings | None = Field(default=None, exclude=True, repr=False)
+
+    mode: str = "hybrid"
+    limit: int = 10
+    min_score: float | None = None
+    source: str | None = None
+    mime_type: str | list[str] | None = None
+    notebook: Any = None
+    topics: list[str] | None = None
+    created_after: dt.datetime | None = None
+    created_before: dt.datetime | None = None
+    candidates: int | None = None
+    fusion: str | None = None
+    rrf_k: int | None = None
+    text_weight: float | None = None
+    vector_weight: float | None = None
+    per_document: bool = False
+
+    _runner: KnowledgeBaseRunner = PrivateAttr()
+
+    def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)
+        self._runner = KnowledgeBaseRunner(self.kb, db=self.db, settings=self.settings)
+
+    @property
+    def search_options(self) -> SearchOptions:
+        return SearchOptions.of({name: getattr(self, name) for name in SEARCH_OPTIONS})
+
+    def _documents(self, hits: Sequence[Hit]) -> list[Document]:
+        return [Document(id=hit.chunk_id, page_content=hit.content,
+                         metadata=hit_metadata(hit, self.mode)) for hit in hits]
+
+    def _get_relevant_documents(self, query: str, *,
+                                run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        options = self.search_options.kwargs()
+        return self._documents(self._runner.call(lambda kb: kb.search(query, **options)))
+
+    async def _aget_relevant_documents(
+            self, query: str, *,
+            run_manager: AsyncCallbackManagerForRetrieverRun) -> list[Document]:
+        options = self.search_options.kwargs()
+        return self._documents(await self._runner.acall(lambda kb: kb.search(query, **options)))
+
+    def close(self) -> None:
+        """Close the knowledge base the retriever opened (one you gave it stays open)."""
+        self._runner.close()
