@@ -31,6 +31,7 @@ from surrealdb import RecordID
 
 from ..chunk import Chunk
 from ..config import Settings
+from ..errors import StoreError
 from ..filters import Filters
 from .conditions import filter_conditions
 from .connection import Statement, Store
@@ -271,30 +272,38 @@ class ChunkStorage:
 
     async def _rebuild(self, index: str, table: str, pending_of: str | None,
                        force: bool) -> bool:
-        seen = await self.pending(pending_of)
-        if not force and seen < self.settings.rebuild_threshold:
+        if not force and await self.pending(pending_of) < self.settings.rebuild_threshold:
             return False
-        # vectors counted while the graph was built stay counted
-        counted = Statement(
-            "UPSERT $k SET pending_vectors = math::max([(pending_vectors OR 0) - $seen, 0]),"
-            " rebuilt_at = time::now() RETURN NONE;",
-            {"k": self._pending_key(pending_of), "seen": seen})
         async with self.store.write_lock:
+            seen = await self.pending(pending_of)  # again: another task may have built it
+            if not force and seen < self.settings.rebuild_threshold:
+                return False
+            # vectors counted while the graph was built stay counted
+            counted = Statement(
+                "UPSERT $k SET pending_vectors = math::max([(pending_vectors OR 0) - $seen,"
+                " 0]), rebuilt_at = time::now() RETURN NONE;",
+                {"k": self._pending_key(pending_of), "seen": seen})
             self._building.add(index)
             try:
                 if self.store.embedded:
                     await self.store.build_index(
                         Statement(f"REBUILD INDEX {index} ON {table};"), counted)
-                else:
-                    # A server builds a large graph for longer than the SDK waits for any
-                    # reply (30 s): build it in the background and wait for it here.
-                    # Searches meanwhile scan exactly (see vector_rows).
+                    return True
+                # A server builds a large graph for longer than the SDK waits for any reply
+                # (30 s): build it in the background and wait for it here. Searches
+                # meanwhile scan exactly (see vector_rows).
+                try:
                     await self.store.query(f"REBUILD INDEX {index} ON {table} CONCURRENTLY;")
-                    await self._wait_built(index, table)
-                    await self.store.run(counted)
+                except StoreError as exc:
+                    if "currently building" not in str(exc):
+                        raise
+                    await self._wait_built(index, table)  # another process is building it
+                    return False
+                await self._wait_built(index, table)
+                await self.store.run(counted)
+                return True
             finally:
                 self._building.discard(index)
-        return True
 
     async def vector_index_ready(self, index: str, table: str) -> bool:
         """False while the engine builds the index: its k-NN operator then returns every row.
