@@ -86,7 +86,8 @@ def glob_to_regex(pattern: str) -> str:
     and an unclosed ``[`` is literal. A relative pattern matches at the end of the path
     (``name.pdf`` matches ``/any/dir/name.pdf`` and a bare ``name.pdf``).
     """
-    if "://" not in pattern and not pattern.startswith(("/", "*")):
+    relative = "://" not in pattern and not pattern.startswith(("/", "*"))
+    if relative:
         pattern = "*/" + pattern
     out = ["^"]
     i, n = 0, len(pattern)
@@ -110,8 +111,8 @@ def glob_to_regex(pattern: str) -> str:
         i += 1
     out.append("$")
     regex = "".join(out)
-    # "*/name" also matches a bare "name" at the root.
-    return regex.replace("^.*/", "^(?:.*/)?", 1) if regex.startswith("^.*/") else regex
+    # a relative "name" also matches a bare "name" at the root
+    return "^(?:.*/)?" + regex[len("^.*/"):] if relative else regex
 
 
 def _bracket_end(pattern: str, start: int) -> int:
@@ -143,10 +144,16 @@ def _char_class(body: str) -> str:
             i += 1
     if not items:  # only reversed ranges: nothing, or with "!" anything
         return r"[\s\S]" if negate else r"\b\B"
+    # a backslash last: the engine reads "\/" in a pattern as "/" (see _escape)
+    items.sort(key=lambda item: item.endswith("\\\\"))
     return "[" + ("^" if negate else "") + "".join(items) + "]"
 
 
 def _escape(ch: str) -> str:
+    if ch == "\\":
+        # The engine turns "\/" in a pattern into "/" (regex-literal syntax) before
+        # compiling it, so an escaped backslash followed by "/" would lose its backslash.
+        return r"[\\]"
     return "\\" + ch if ch in _REGEX_META else ch
 
 
