@@ -13,7 +13,7 @@ import pytest
 import surrealdocs.extract as extract_module
 import surrealdocs.ingest as ingest_module
 from conftest import SAMPLES
-from surrealdocs import KnowledgeBase, Settings, StoreError
+from surrealdocs import ConfigurationError, KnowledgeBase, Settings, StoreError
 from surrealdocs.store.chunks import ChunkStorage
 from surrealdocs.store.connection import connect
 
@@ -285,3 +285,24 @@ def test_blocking_wrapper(tmp_path: Path) -> None:
         assert kb.stats().documents == 2
         assert kb.delete("note://heron") is True
         assert kb.stats().documents == 1
+
+
+async def test_limits_on_file_size_and_chunks(tmp_path: Path) -> None:
+    settings = Settings(db="mem://", model="hashing-64", chunk_size=100, chunk_overlap=10,
+                        max_file_bytes=2_000, max_chunks_per_document=5)
+    async with await KnowledgeBase.open(settings=settings) as kb:
+        big = write(tmp_path / "big.txt", "word " * 1_000)
+        many = write(tmp_path / "many.txt", "Short sentence number one here. " * 40)
+        fine = write(tmp_path / "fine.txt", "A short note about cranes.")
+        report = await kb.ingest([big, many, fine])
+        by_name = {Path(r.source).name: r for r in report.results}
+        assert by_name["big.txt"].status == "failed"
+        assert "the file has 0.0 MB; the limit is 0.0 MB" in (by_name["big.txt"].reason or "")
+        assert by_name["many.txt"].status == "failed"
+        assert "chunks; the limit is 5" in (by_name["many.txt"].reason or "")
+        assert by_name["fine.txt"].status == "ingested"
+        result = await kb.ingest_bytes(b"x" * 3_000, mime_type="text/plain", source="b://1")
+        assert result.status == "failed" and "SURREALDOCS_MAX_FILE_BYTES" in (result.reason
+                                                                              or "")
+    with pytest.raises(ConfigurationError):
+        Settings(max_file_bytes=0)

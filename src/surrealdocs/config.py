@@ -89,6 +89,9 @@ class Settings:
         rrf_k: the constant k of reciprocal rank fusion, ``1 / (k + rank)``.
         text_weight, vector_weight: weights of the BM25 and vector legs in the fusion.
         max_query_chars: longest query text accepted.
+        max_file_bytes: largest file (or bytes) ingested; larger ones fail with the reason.
+        max_chunks_per_document: most chunks one document may have (a bound on the work
+            and memory one file can take); a document with more fails with the reason.
         write_lease: seconds a document being written may go without progress before
             another writer on a shared server treats it as abandoned (its writer died) and
             writes it again; also the age at which such debris is cleaned up on open.
@@ -132,6 +135,8 @@ class Settings:
     text_weight: float = 1.0
     vector_weight: float = 1.0
     max_query_chars: int = 10_000
+    max_file_bytes: int = 512 * 1024 * 1024
+    max_chunks_per_document: int = 100_000
     write_lease: float = 120.0
     kreuzberg_config: Any = field(default=None, compare=False, repr=False,
                                   metadata=_NOT_FROM_ENV)
@@ -167,6 +172,7 @@ class Settings:
         object.__setattr__(self, "hnsw_distance", str(self.hnsw_distance).upper())
         for name in ("hnsw_efc", "hnsw_m", "hnsw_ef", "extract_concurrency", "embed_batch_size",
                      "insert_batch_size", "hybrid_candidates", "max_query_chars",
+                     "max_file_bytes", "max_chunks_per_document",
                      "embed_concurrency"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

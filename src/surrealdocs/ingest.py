@@ -163,13 +163,19 @@ class Ingestor:
 
     async def _ingest_one(self, src: _Source, previous: dict[str, Any] | None, force: bool,
                           retry_failed: bool) -> FileResult:
+        limit = self.settings.max_file_bytes
         async with self._extract_slots:
             if src.data is None:
                 assert src.path is not None
                 try:
+                    size = (await asyncio.to_thread(src.path.stat)).st_size
+                    if size > limit:
+                        return FileResult(src.key, "failed", reason=_too_large(size, limit))
                     src.data = await asyncio.to_thread(src.path.read_bytes)
                 except OSError as exc:
                     return FileResult(src.key, "failed", reason=f"cannot read: {exc.strerror}")
+            if len(src.data) > limit:
+                return FileResult(src.key, "failed", reason=_too_large(len(src.data), limit))
             file_hash = sha256(src.data)
             if previous and previous["file_hash"] == file_hash and not force:
                 failed_before = previous["status"] in ("failed", "empty")
@@ -186,6 +192,11 @@ class Ingestor:
                                               self.settings)
         size = len(src.data)
         src.data = None  # free the bytes before embedding
+        most = self.settings.max_chunks_per_document
+        if isinstance(outcome, Extracted) and len(outcome.chunks) > most:
+            outcome = ExtractFailure(
+                src.key, f"the document has {len(outcome.chunks)} chunks; the limit is {most}"
+                " (SURREALDOCS_MAX_CHUNKS_PER_DOCUMENT)")
         if isinstance(outcome, ExtractFailure):
             async with self.store.write_lock:
                 await self.storage.documents.record_failure(
@@ -294,6 +305,11 @@ class Ingestor:
             statements.append(self.storage.notebooks.inherit_statement(doc, notebooks))
             statements += self.storage.chunks.inherit_statements(doc, notebooks)
         return statements
+
+
+def _too_large(size: int, limit: int) -> str:
+    return (f"the file has {size / 1e6:.1f} MB; the limit is {limit / 1e6:.1f} MB"
+            " (SURREALDOCS_MAX_FILE_BYTES)")
 
 
 async def _all_or_cancel(work: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
