@@ -297,7 +297,7 @@ async def test_limits_on_file_size_and_chunks(tmp_path: Path) -> None:
         report = await kb.ingest([big, many, fine])
         by_name = {Path(r.source).name: r for r in report.results}
         assert by_name["big.txt"].status == "failed"
-        assert "the file has 0.0 MB; the limit is 0.0 MB" in (by_name["big.txt"].reason or "")
+        assert "the file has 5.0 kB; the limit is 2.0 kB" in (by_name["big.txt"].reason or "")
         assert by_name["many.txt"].status == "failed"
         assert "chunks; the limit is 5" in (by_name["many.txt"].reason or "")
         assert by_name["fine.txt"].status == "ingested"

@@ -308,8 +308,15 @@ class Ingestor:
 
 
 def _too_large(size: int, limit: int) -> str:
-    return (f"the file has {size / 1e6:.1f} MB; the limit is {limit / 1e6:.1f} MB"
+    return (f"the file has {_size(size)}; the limit is {_size(limit)}"
             " (SURREALDOCS_MAX_FILE_BYTES)")
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
 
 
 async def _all_or_cancel(work: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
