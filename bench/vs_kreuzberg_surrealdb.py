@@ -1,0 +1,189 @@
+"""Ingest side by side: kreuzberg-surrealdb 0.2.0 against surrealdocs (facade and CLI).
+
+    python bench/vs_kreuzberg_surrealdb.py --original-python /path/to/venv/bin/python \\
+        [--corpus ../shared/data/documents] [--out bench/results/vs_kzs.json]
+
+The original is installed only in the benchmark's own environment, never as a dependency:
+
+    python3 -m venv /tmp/kzs && /tmp/kzs/bin/pip install kreuzberg-surrealdb==0.2.0 \\
+        surrealdb==3.0.0b10 surrealdb-embedded==3.0.0b10   # the same engine as ours
+
+Three legs, one after the other in one run, each in its own process on `mem://` with the
+same engine (SurrealDB 3.2.4 embedded), BM25 only (no embeddings), over the same files:
+
+- ``original``: kreuzberg-surrealdb's ``DocumentPipeline(embed=False)``: ``setup_schema()``,
+  then ``ingest_file`` per file, then every file again.
+- ``facade``: the same script on ``surrealdocs.kreuzberg_surrealdb`` (one import changed).
+- ``cli``: ``surrealdocs ingest DIR`` twice with ``SURREALDOCS_EMBED=false`` on a file store
+  (the CLI's path: discovery, concurrency, a progress bar).
+
+Per file it records the outcome and seconds, so the first pass is compared on the files
+both read (and the files only surrealdocs reads, mostly OCR, are reported apart). Peak RSS
+of each process is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CORPUS = ROOT.parent / "shared" / "data" / "documents"
+
+
+def corpus_files(corpus: Path) -> list[Path]:
+    own = ("README", "MANIFEST", "RESULTS")  # the corpus's description of itself
+    return sorted(p for p in corpus.rglob("*") if p.is_file()
+                  and not any(part.startswith(".") for part in p.relative_to(corpus).parts)
+                  and not (p.parent == corpus and p.name.upper().startswith(own)))
+
+
+async def run_pipeline(module: str, files: list[Path]) -> dict[str, Any]:
+    """One leg in this process: the kreuzberg-surrealdb API from ``module``."""
+    from surrealdb import AsyncSurreal
+
+    api = __import__(module, fromlist=["DocumentPipeline"])
+    db = AsyncSurreal("mem://")
+    await db.connect()
+    await db.use("bench", "bench")
+    pipeline = api.DocumentPipeline(db=db, embed=False)
+    await pipeline.setup_schema()
+    passes: list[dict[str, Any]] = []
+    for _ in range(2):
+        per_file: dict[str, Any] = {}
+        started = time.perf_counter()
+        for path in files:
+            t0 = time.perf_counter()
+            try:
+                await pipeline.ingest_file(path)
+                outcome = "ok"
+            except Exception as exc:  # the original raises for any bad file
+                outcome = f"error: {type(exc).__name__}: {str(exc)[:120]}"
+            per_file[str(path)] = {"seconds": time.perf_counter() - t0, "outcome": outcome}
+        passes.append({"seconds": time.perf_counter() - started, "files": per_file})
+    rows = await db.query("SELECT count() AS n FROM documents GROUP ALL;")
+    stored = rows[0] if isinstance(rows, list) and rows and isinstance(rows[0], list) else rows
+    documents = int(stored[0]["n"]) if stored else 0
+    return {"passes": passes, "documents": documents}
+
+
+def run_cli(files_dir: Path, surrealdocs: str) -> dict[str, Any]:
+    store = Path(tempfile.mkdtemp(prefix="kzs-cli-")) / "kb"
+    env = {**os.environ, "SURREALDOCS_EMBED": "false"}
+    passes = []
+    for _ in range(2):
+        started = time.perf_counter()
+        proc = subprocess.run([surrealdocs, "ingest", str(files_dir), "--db", str(store),
+                               "--json"], capture_output=True, text=True, env=env)
+        seconds = time.perf_counter() - started
+        report = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
+        passes.append({"seconds": seconds, "counts": report.get("counts"),
+                       "exit": proc.returncode})
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {"passes": passes, "peak_rss_mb": peak}
+
+
+def leg_main(args: argparse.Namespace) -> None:
+    files = [Path(line) for line in Path(args.files).read_text().splitlines() if line]
+    result = asyncio.run(run_pipeline(args.module, files))
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    Path(args.leg_out).write_text(json.dumps(result))
+    sys.stdout.flush()
+    os._exit(0)  # the embedded engine can abort while the interpreter tears down
+
+
+def run_leg(python: str, module: str, files_list: Path) -> dict[str, Any]:
+    out = Path(tempfile.mkstemp(suffix=".json")[1])
+    subprocess.run([python, __file__, "--leg", "--module", module, "--files", str(files_list),
+                    "--leg-out", str(out)], check=True)
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+def summary(original: dict[str, Any], facade: dict[str, Any]) -> dict[str, Any]:
+    first_o, first_f = original["passes"][0]["files"], facade["passes"][0]["files"]
+    both = [f for f in first_o if first_o[f]["outcome"] == "ok" and first_f[f]["outcome"] == "ok"]
+    ours_only = [f for f in first_o if first_o[f]["outcome"] != "ok"
+                 and first_f[f]["outcome"] == "ok"]
+
+    def total(files: dict[str, Any], names: list[str]) -> float:
+        return sum(files[n]["seconds"] for n in names)
+
+    return {
+        "files": len(first_o),
+        "read_by_both": len(both),
+        "read_by_surrealdocs_only": len(ours_only),
+        "first_pass_both_seconds": {"original": round(total(first_o, both), 2),
+                                    "facade": round(total(first_f, both), 2)},
+        "first_pass_surrealdocs_only_seconds": round(total(first_f, ours_only), 2),
+        "speedup_first_pass_both": round(total(first_o, both) / max(total(first_f, both),
+                                                                      1e-9), 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--leg", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--module", help=argparse.SUPPRESS)
+    parser.add_argument("--files", help=argparse.SUPPRESS)
+    parser.add_argument("--leg-out", help=argparse.SUPPRESS)
+    parser.add_argument("--original-python", help="python of the venv with kreuzberg-surrealdb")
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--legs", default="original,facade,cli")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "vs_kzs.json")
+    args = parser.parse_args()
+    if args.leg:
+        leg_main(args)
+        return
+    files = corpus_files(args.corpus)
+    files_list = Path(tempfile.mkstemp(suffix=".txt")[1])
+    files_list.write_text("\n".join(str(p) for p in files))
+    staged = Path(tempfile.mkdtemp(prefix="kzs-files-"))
+    for p in files:  # the CLI leg ingests a folder of exactly these files
+        target = staged / p.relative_to(args.corpus)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(p, target)
+        except OSError:  # another file system
+            shutil.copy2(p, target)
+    legs = args.legs.split(",")
+    results: dict[str, Any] = {"corpus": str(args.corpus), "files": len(files)}
+    if "original" in legs:
+        if not args.original_python:
+            raise SystemExit("--original-python is needed for the original leg")
+        results["original"] = run_leg(args.original_python, "kreuzberg_surrealdb", files_list)
+    if "facade" in legs:
+        results["facade"] = run_leg(sys.executable, "surrealdocs.kreuzberg_surrealdb",
+                                    files_list)
+    if "cli" in legs:
+        results["cli"] = run_cli(staged, str(Path(sys.executable).parent / "surrealdocs"))
+    if "original" in results and "facade" in results:
+        results["summary"] = summary(results["original"], results["facade"])
+    for name in ("original", "facade"):
+        if name in results:
+            leg = results[name]
+            print(f"{name}: first {leg['passes'][0]['seconds']:.1f} s, again"
+                  f" {leg['passes'][1]['seconds']:.1f} s, documents {leg['documents']},"
+                  f" peak RSS {leg['peak_rss_mb']:.0f} MB")
+    if "cli" in results:
+        cli = results["cli"]["passes"]
+        print(f"cli: first {cli[0]['seconds']:.1f} s, again {cli[1]['seconds']:.1f} s,"
+              f" counts {cli[0]['counts']}")
+    if "summary" in results:
+        print(json.dumps(results["summary"], indent=2))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
