@@ -125,8 +125,10 @@ def extraction_config(settings: Settings, *, ocr: bool = False,
     return copy_extraction_config(base, **changes)
 
 
-async def extract_file(path: Path, settings: Settings, source: str | None = None) -> ExtractOutcome:
-    """Extract one file; never raises for a bad file.
+async def extract_file(path: Path, settings: Settings, source: str | None = None, *,
+                       data: bytes | None = None) -> ExtractOutcome:
+    """Extract one file (whose bytes ``data`` the caller may have read already); never
+    raises for a bad file.
 
     The type is what the file's name says, checked against what its bytes are (see
     :func:`resolve_type`): a PNG named ``.txt`` is OCR'd as an image, binary content named as
@@ -135,10 +137,11 @@ async def extract_file(path: Path, settings: Settings, source: str | None = None
     from kreuzberg import detect_mime_type_from_path
 
     source = source or str(path)
-    try:
-        data = await asyncio.to_thread(Path(path).read_bytes)
-    except OSError as exc:
-        return ExtractFailure(source, f"cannot read: {exc.strerror or _reason(exc)}")
+    if data is None:
+        try:
+            data = await asyncio.to_thread(Path(path).read_bytes)
+        except OSError as exc:
+            return ExtractFailure(source, f"cannot read: {exc.strerror or _reason(exc)}")
     try:
         claimed: str | None = detect_mime_type_from_path(str(path))  # from the name only
     except Exception:

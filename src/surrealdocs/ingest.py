@@ -37,6 +37,9 @@ __all__ = ["STATUSES", "FileResult", "IngestReport", "Ingestor", "ProgressCallba
 
 ProgressCallback = Callable[[FileResult], None]
 T = TypeVar("T")
+# A document of at most this many chunks is written in one transaction (the full-text index
+# makes larger transactions slow; see Ingestor._write_new).
+SMALL_DOCUMENT_CHUNKS = 10
 
 
 def sha256(data: bytes | str) -> str:
@@ -186,7 +189,8 @@ class Ingestor:
                                       reason=previous.get("error") if failed_before else None,
                                       last_status=previous["status"])
             if src.path is not None:
-                outcome = await extract_file(src.path, self.settings, source=src.key)
+                outcome = await extract_file(src.path, self.settings, source=src.key,
+                                             data=src.data)
             else:
                 outcome = await extract_bytes(src.data, src.mime_type or "", src.key,
                                               self.settings)
@@ -222,12 +226,10 @@ class Ingestor:
             if not embedded:
                 vectors, embedded = await self._embed(doc), True
             async with self.store.write_lock:
-                if await documents.state(doc_id) is not None:
-                    continue  # written meanwhile: look again
                 try:
                     await self._write_new(key, file_hash, size, doc, doc_id, content_hash,
-                                          vectors)
-                except DocumentExistsError:  # another process created it first
+                                          vectors, previous)
+                except DocumentExistsError:  # written meanwhile: look again
                     continue
             return FileResult(key, "updated" if was_there else "ingested",
                               document_id=str(doc_id), chunks=len(doc.chunks))
@@ -258,20 +260,22 @@ class Ingestor:
         return await self.embedding.documents([c.content for c in doc.chunks])
 
     async def _write_new(self, key: str, file_hash: str, size: int, doc: Extracted,
-                         doc_id: RecordID, content_hash: str, vectors: Any) -> None:
-        """Write a document in three steps that together are all-or-nothing.
+                         doc_id: RecordID, content_hash: str, vectors: Any,
+                         previous: dict[str, Any] | None) -> None:
+        """Write a document so that it lands completely or not at all.
 
-        One transaction would be simplest, but the engine's full-text index makes a
-        transaction superlinear in its size (1,000 chunks: 62 s and 10.6 GB, against 2.3 s
-        as ten 100-row statements). So: (1) create the document marked incomplete, (2)
-        insert its chunks in batches, (3) in one small transaction mark it complete and
-        point the source at it. A failure deletes the document (its chunks cascade); a crash
-        leaves an incomplete document that the next open deletes (``recover``), and search
-        never shows chunks of incomplete documents.
+        A small document is written in one transaction. A large one cannot be: the engine's
+        full-text index makes a transaction superlinear in its size (1,000 chunks: 62 s and
+        10.6 GB, against 2.3 s as ten 100-row statements). So: (1) create the document
+        marked incomplete, (2) insert its chunks in batches, (3) in one small transaction
+        mark it complete and point the source at it. A failure deletes the document (its
+        chunks cascade); a crash leaves an incomplete document that the next open deletes
+        (``recover``), and search never shows chunks of incomplete documents. Raises
+        :class:`DocumentExistsError` when another writer created the document first.
         """
         storage = self.storage
         rows = storage.chunks.rows(doc_id, doc.chunks, vectors)
-        await storage.documents.create_incomplete(doc_id, {
+        fields = {
             "sources": [key], "content": doc.content,
             "mime_type": doc.mime_type, "content_hash": content_hash, "title": doc.title,
             "authors": doc.authors, "created_at": doc.created_at,
@@ -280,19 +284,30 @@ class Ingestor:
             "quality_score": doc.quality_score, "page_count": doc.page_count,
             "page_starts": doc.page_starts, "chunk_count": len(rows),
             "embedding_model": self.embedding.name if self.embedding else None,
-        })
-        try:
-            await storage.chunks.insert(rows, heartbeat=storage.documents.touch_statement(doc_id))
+        }
+        # a new version of a source keeps the old one's notebooks and topics
+        notebooks: list[Any] = []
+        topics: list[str] = []
+        old = (previous or {}).get("document_membership") or {}
+        if old.get("notebooks") or old.get("topics"):
             notebooks, topics = await storage.documents.membership_of_source(key)
-            await self.store.transaction(
-                storage.documents.complete_statement(key, file_hash, size, doc.mime_type,
-                                                     doc_id),
-                storage.chunks.pending_statement(len(rows)),
-                *self._inherit(doc_id, notebooks, topics))
-            self._touched_notebooks.update(notebooks)
-        except BaseException:
-            await asyncio.shield(storage.documents.discard_incomplete(doc_id))
-            raise
+        complete = [storage.documents.complete_statement(key, file_hash, size, doc.mime_type,
+                                                         doc_id),
+                    storage.chunks.pending_statement(len(rows)),
+                    *self._inherit(doc_id, notebooks, topics)]
+        if len(rows) <= SMALL_DOCUMENT_CHUNKS:
+            await storage.documents.write_whole(
+                doc_id, fields, [*storage.chunks.insert_statements(rows), *complete])
+        else:
+            await storage.documents.create_incomplete(doc_id, fields)
+            try:
+                await storage.chunks.insert(
+                    rows, heartbeat=storage.documents.touch_statement(doc_id))
+                await self.store.transaction(*complete)
+            except BaseException:
+                await asyncio.shield(storage.documents.discard_incomplete(doc_id))
+                raise
+        self._touched_notebooks.update(notebooks)
 
     def _inherit(self, doc: RecordID, notebooks: list[Any],
                  topics: list[str]) -> list[Statement]:

@@ -99,6 +99,13 @@ class ChunkStorage:
             out.append(row)
         return out
 
+    def insert_statements(self, rows: Sequence[dict[str, Any]]) -> list[Statement]:
+        """Statements inserting ``rows``, ``insert_batch_size`` per statement."""
+        batch = self.settings.insert_batch_size
+        return [Statement(f"INSERT INTO {self.table} $rows{n} RETURN NONE;",
+                          {f"rows{n}": list(rows[i:i + batch])})
+                for n, i in enumerate(range(0, len(rows), batch))]
+
     async def insert(self, rows: Sequence[dict[str, Any]],
                      heartbeat: Statement | None = None) -> None:
         """Insert rows, ``insert_batch_size`` per statement, several statements per round

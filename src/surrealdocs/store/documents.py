@@ -96,13 +96,15 @@ class DocumentStorage:
         return row if isinstance(row, dict) else None
 
     async def file_records(self, sources: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The last ingest of each source (raw hash, status, error, document), by source."""
+        """The last ingest of each source (raw hash, status, error, document, and that
+        document's notebooks and topics), by source."""
         out: dict[str, dict[str, Any]] = {}
         for start in range(0, len(sources), 500):
             ids = [self.file_id(k) for k in sources[start:start + 500]]
             (rows,) = await self.store.query(
-                f"SELECT path, file_hash, status, error, document FROM {self.files}"
-                " WHERE id IN $ids;", {"ids": ids})
+                f"SELECT path, file_hash, status, error, document,"
+                " document.{ notebooks, topics } AS document_membership"
+                f" FROM {self.files} WHERE id IN $ids;", {"ids": ids})
             for row in rows or []:
                 out[row["path"]] = row
         return out
@@ -190,6 +192,22 @@ class DocumentStorage:
                                           "complete": False}})
         except StoreError as exc:
             if "already exists" in str(exc):
+                raise DocumentExistsError(str(doc)) from exc
+            raise
+
+    async def write_whole(self, doc: RecordID, fields: dict[str, Any],
+                          then: Sequence[Statement]) -> None:
+        """Create a document and run ``then`` (its chunks, its completion) in one
+        transaction: for small documents, which need no incomplete state. Raises
+        :class:`DocumentExistsError` when another writer created it first."""
+        create = Statement(
+            "CREATE $doc CONTENT $document RETURN NONE;",
+            {"doc": doc, "document": {**{k: v for k, v in fields.items() if v is not None},
+                                      "complete": False}})
+        try:
+            await self.store.transaction(create, *then)
+        except StoreError as exc:
+            if "already exists" in str(exc) and str(doc.id) in str(exc):
                 raise DocumentExistsError(str(doc)) from exc
             raise
 
