@@ -50,6 +50,10 @@ class Settings:
         bm25_k1, bm25_b: BM25 parameters of the full-text index. The defaults are Lucene's
             and Anserini's (0.9, 0.4): chunks are short, so length normalisation is mild.
         analyzer_language: stemming language of the full-text analyzer (snowball).
+        bm25_max_df: query terms found in more than this share of the chunks are left out
+            of the BM25 query (they cost the engine a scan of that share of the table while
+            weighing little); ``1`` keeps every term.
+        bm25_min_terms: the rarest this many query terms are kept whatever their frequency.
         chunked: ``False`` stores whole documents only: no chunks table, a BM25 index on the
             documents' ``content`` and no vectors (text search over documents).
         embed: ``False`` stores chunks without vectors and creates no HNSW index (text
@@ -114,6 +118,8 @@ class Settings:
     bm25_k1: float = 0.9
     bm25_b: float = 0.4
     analyzer_language: str = "english"
+    bm25_max_df: float = 1.0
+    bm25_min_terms: int = 2
     chunked: bool = True
     embed: bool = True
     insert_batch_size: int = 100
@@ -182,6 +188,10 @@ class Settings:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ConfigurationError(f"{name} must be a number, got {value!r}")
             object.__setattr__(self, name, float(value))
+        if not 0 < self.bm25_max_df <= 1:
+            raise ConfigurationError(f"bm25_max_df must be in (0, 1], got {self.bm25_max_df}")
+        if self.bm25_min_terms < 1:
+            raise ConfigurationError("bm25_min_terms must be at least 1")
         if self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1:
             raise ConfigurationError(
                 f"BM25 wants k1 >= 0 and 0 <= b <= 1, got k1={self.bm25_k1}, b={self.bm25_b}")

@@ -30,7 +30,8 @@ from .results import Hit
 from .store.documents import record_id
 from .store.storage import Storage
 
-__all__ = ["MODES", "Filters", "Hit", "Searcher", "glob_to_regex", "query_terms"]
+__all__ = ["MODES", "Filters", "Hit", "Searcher", "glob_to_regex", "query_terms",
+           "query_words"]
 
 MODES = ("hybrid", "vector", "text")
 MAX_FETCH = 10_000  # most chunks one leg fetches while collecting distinct documents
@@ -46,14 +47,20 @@ own same she should so some such than that the their theirs them themselves then
 they this those through to too under until up very was we were what when where which while who
 whom why will with would you your yours yourself yourselves
 """.split())
-_WORD = re.compile(r"\w+", re.UNICODE)
+# The analyzer's `class` tokenizer splits runs of letters from runs of digits ("r2d2" is
+# r, 2, d, 2): query words are cut the same way, so that each is one index term.
+_PIECE = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
+
+
+def query_words(text: str) -> list[str]:
+    """Terms of a user query for the BM25 index: punctuation and stop words removed."""
+    words = _PIECE.findall(text.lower())
+    kept = [w for w in words if w not in STOP_WORDS]
+    return kept or words
 
 
 def query_terms(text: str) -> str:
-    """Words of a user query for the BM25 index: punctuation and stop words removed."""
-    words = _WORD.findall(text.lower())
-    kept = [w for w in words if w not in STOP_WORDS]
-    return " ".join(kept or words)
+    return " ".join(query_words(text))
 
 
 class Searcher:
@@ -171,7 +178,10 @@ class Searcher:
 
     async def text(self, query: str, limit: int, filters: Filters) -> list[Hit]:
         """The BM25 leg: chunks (or documents, in documents-only stores) best first."""
-        terms = query_terms(query)
+        words = query_words(query)
+        if self.settings.chunked and self.settings.bm25_max_df < 1.0 and len(words) > 1:
+            words = await self._informative(words)
+        terms = " ".join(words)
         if not terms:
             return []
         if not self.settings.chunked:
@@ -183,6 +193,23 @@ class Searcher:
         for rank, hit in enumerate(hits, 1):
             hit.text_rank, hit.text_score = rank, hit.score
         return hits
+
+    async def _informative(self, words: list[str]) -> list[str]:
+        """The query's terms without those in more than ``bm25_max_df`` of the chunks.
+
+        The engine scores every chunk that holds any query term, so a term in a quarter of
+        the chunks costs a quarter of the table, while its inverse document frequency (and so
+        its weight in the score) is low. The rarest ``bm25_min_terms`` are always kept.
+        """
+        chunks = self.storage.chunks
+        total, df = await asyncio.gather(chunks.total(), chunks.term_counts(words))
+        cap = self.settings.bm25_max_df * total
+        kept = [w for w in words if df.get(w, 0) <= cap]
+        if len(set(kept)) < self.settings.bm25_min_terms:
+            rarest = sorted(set(words), key=lambda w: (df.get(w, 0), w))
+            keep = set(rarest[:self.settings.bm25_min_terms])
+            kept = [w for w in words if w in keep]
+        return kept
 
     async def vector(self, vector: list[float], limit: int, filters: Filters) -> list[Hit]:
         """The vector leg: the nearest chunks by the HNSW graph, best first."""

@@ -40,6 +40,9 @@ from .schema import hnsw_index_sql
 STATEMENTS_PER_ROUND_TRIP = 10
 REMOTE_BUILD_POLL_SECONDS = 0.5
 READY_CHECK_SECONDS = 5.0
+COUNT_CACHE_SECONDS = 60.0
+TERM_CACHE_SECONDS = 600.0  # a term's document frequency changes slowly
+TERM_CACHE_SIZE = 100_000
 
 # What a leg returns per chunk: enough to rank, collapse per document and hide chunks that
 # are not visible (an incomplete document's, or a replaced generation's).
@@ -67,6 +70,8 @@ class ChunkStorage:
         self.table = store.names.chunks
         self._building: set[str] = set()  # indexes this process is building now
         self._ready_until: dict[str, float] = {}  # indexes seen ready, until when to trust it
+        self._total: tuple[int, float] | None = None  # chunk count, until when to trust it
+        self._term_counts: dict[str, tuple[int, float]] = {}  # word -> (chunks, until when)
 
     # ----- rows -----------------------------------------------------------------------
     def rows(self, doc: RecordID, chunks: Sequence[Chunk], vectors: Any = None, *,
@@ -373,6 +378,30 @@ class ChunkStorage:
             {**params, "v": vector},
         )
         return [r for r in visible(rows) if r.get("distance") is not None]
+
+    async def total(self) -> int:
+        """How many chunks there are (known for a minute at a time)."""
+        now = asyncio.get_running_loop().time()
+        if self._total is None or self._total[1] < now:
+            self._total = (await self.count(), now + COUNT_CACHE_SECONDS)
+        return self._total[0]
+
+    async def term_counts(self, words: Sequence[str]) -> dict[str, int]:
+        """In how many chunks each query word occurs (its document frequency), counted by
+        the full-text index once per word and remembered for ``TERM_CACHE_SECONDS``."""
+        now = asyncio.get_running_loop().time()
+        missing = sorted({w for w in words
+                          if w not in self._term_counts or self._term_counts[w][1] < now})
+        if missing:
+            counts = await self.store.run(*(Statement(
+                f"SELECT count() AS n FROM {self.table} WHERE content @1@ $w{i} GROUP ALL;",
+                {f"w{i}": word}) for i, word in enumerate(missing)))
+            if len(self._term_counts) > TERM_CACHE_SIZE:
+                self._term_counts.clear()
+            for word, rows in zip(missing, counts):
+                n = int(rows[0]["n"]) if rows else 0
+                self._term_counts[word] = (n, now + TERM_CACHE_SECONDS)
+        return {w: self._term_counts[w][0] for w in words}
 
     async def details(self, chunks: Sequence[RecordID]) -> dict[str, dict[str, Any]]:
         """What a hit shows of each chunk (text, position, its document's source, title and
