@@ -89,6 +89,9 @@ class Settings:
         rrf_k: the constant k of reciprocal rank fusion, ``1 / (k + rank)``.
         text_weight, vector_weight: weights of the BM25 and vector legs in the fusion.
         max_query_chars: longest query text accepted.
+        uploads_dir: where the server keeps uploaded files until their ingest job is done.
+            Unset: next to a file store (``<store path>.uploads``), else
+            ``./.surrealdocs/uploads``.
         write_lease: seconds a document being written may go without progress before
             another writer on a shared server treats it as abandoned (its writer died) and
             writes it again; also the age at which such debris is cleaned up on open.
@@ -133,6 +136,7 @@ class Settings:
     vector_weight: float = 1.0
     max_query_chars: int = 10_000
     write_lease: float = 120.0
+    uploads_dir: str | None = None
     kreuzberg_config: Any = field(default=None, compare=False, repr=False,
                                   metadata=_NOT_FROM_ENV)
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False,

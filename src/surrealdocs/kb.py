@@ -8,7 +8,8 @@
 
 Every face (the CLI, the servers, the compatibility facades) goes through this class:
 ingest, search with every option and filter, notebooks (``kb.notebooks``), background jobs
-(``kb.jobs``), statistics. :class:`SyncKnowledgeBase` offers the same calls without
+(``kb.jobs``; ingest in the background: ``kb.ingest_jobs``), the server's API keys
+(``kb.keys``), statistics. :class:`SyncKnowledgeBase` offers the same calls without
 ``await``.
 """
 
@@ -22,11 +23,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from .apikeys import ApiKeyService
 from .config import Settings
 from .embed import Embedder, EmbeddingRunner, get_embedder, provenance
 from .errors import ConfigurationError, NotFoundError, SchemaNotInitializedError
 from .filters import Filters
 from .ingest import Ingestor, ProgressCallback
+from .ingest_jobs import IngestJobs
 from .jobs import JobService
 from .notebook import Notebook, NotebookService
 from .results import ChunkSpan, Document, FileResult, Hit, IngestReport, Passage, Stats
@@ -44,7 +47,8 @@ class KnowledgeBase:
 
     Open one with :meth:`open` (from a URL) or :meth:`around` (on a connection you opened).
     Attributes: ``store`` (the connection), ``settings``, ``embedder`` (``None`` for stores
-    without vectors), ``storage`` (the owners of the tables), ``notebooks``, ``jobs``.
+    without vectors), ``storage`` (the owners of the tables), ``notebooks``, ``jobs``,
+    ``ingest_jobs``, ``keys``.
     """
 
     def __init__(self, store: Store, embedder: Embedder | None, settings: Settings) -> None:
@@ -59,6 +63,8 @@ class KnowledgeBase:
         self._ingestor = Ingestor(self.storage, self.embedding, settings)
         self._searcher = Searcher(self.storage, self.embedding, settings)
         self._notebooks = NotebookService(self) if settings.chunked else None
+        self._ingest_jobs = IngestJobs(self) if settings.chunked else None
+        self.keys = ApiKeyService(self.storage.keys)
 
     # ----- opening and closing ---------------------------------------------------------
     @classmethod
@@ -161,6 +167,14 @@ class KnowledgeBase:
                                      "chunks (chunked=True)")
         return self._notebooks
 
+    @property
+    def ingest_jobs(self) -> IngestJobs:
+        """Ingest as a background job (stores with chunks only: jobs live beside them)."""
+        if self._ingest_jobs is None:
+            raise ConfigurationError("this store holds whole documents only: background "
+                                     "jobs need chunks (chunked=True)")
+        return self._ingest_jobs
+
     # ----- ingest ----------------------------------------------------------------------
     async def ingest(self, paths: Iterable[str | Path], *, glob: str = "**/*",
                      force: bool = False, retry_failed: bool = False,
@@ -176,6 +190,16 @@ class KnowledgeBase:
         return await self._ingestor.ingest_paths(
             paths, glob=glob, force=force, retry_failed=retry_failed, on_result=on_result,
             on_discovered=on_discovered)
+
+    async def ingest_files(self, files: Mapping[str, str | Path]
+                           | Iterable[tuple[str, str | Path]], *, force: bool = False,
+                           retry_failed: bool = False,
+                           on_result: ProgressCallback | None = None) -> IngestReport:
+        """Ingest files on disk under source names you choose, given as ``{source: path}``
+        or ``(source, path)`` pairs (an upload kept in a folder, named ``upload://x.pdf``)."""
+        pairs = files.items() if isinstance(files, Mapping) else files
+        return await self._ingestor.ingest_files(pairs, force=force, retry_failed=retry_failed,
+                                                 on_result=on_result)
 
     async def ingest_bytes(self, data: bytes, *, mime_type: str, source: str,
                            force: bool = False) -> FileResult:
