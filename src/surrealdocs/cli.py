@@ -8,12 +8,14 @@ unreachable store) ends in its message and exit code 2, never a traceback.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import functools
 import inspect
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -560,11 +562,19 @@ def serve(
         timeout_graceful_shutdown=5, server_header=False))
     where = f"[{host}]" if ":" in host else host
     err_console.print(f"surrealdocs serve: http://{where}:{port}/ (API docs at /docs)")
-    server.run()
+    # uvicorn raises the stopping signal again once it has shut down: a stop on request
+    # (Ctrl+C, SIGTERM) is a success here
+    signal.signal(signal.SIGTERM, _interrupt)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
     if fatal:
         _fail(fatal[0])
     if not server.started:
         raise typer.Exit(1)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 keys_app = typer.Typer(help="API keys of the HTTP server (stored hashed; shown once).",

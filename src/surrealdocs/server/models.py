@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# the most hits (and hybrid candidates per leg) one request may ask for
+MAX_LIMIT = 1000
 Mode = Literal["hybrid", "vector", "text"]
 Fusion = Literal["zscore", "minmax", "rrf"]
 
@@ -21,7 +23,7 @@ class SearchRequest(_Strict):
 
     query: str | None = Field(None, description="What to look for")
     mode: Mode = "hybrid"
-    limit: int = Field(10, description="Number of hits")
+    limit: int = Field(10, ge=1, le=MAX_LIMIT, description="Number of hits")
     min_score: float | None = Field(None, description="Drop hits scoring below this")
     source: str | None = Field(None, description="Only sources matching this glob")
     mime_type: list[str] | None = Field(None, description="Only these MIME types")
@@ -29,7 +31,8 @@ class SearchRequest(_Strict):
     topics: list[str] | None = Field(None, description="Only sources with one of these topics")
     created_after: dt.datetime | None = Field(None, description="Ingested at or after (ISO 8601)")
     created_before: dt.datetime | None = Field(None, description="Ingested before (ISO 8601)")
-    candidates: int | None = Field(None, description="Hits per leg before hybrid fusion")
+    candidates: int | None = Field(None, ge=1, le=MAX_LIMIT,
+                                   description="Hits per leg before hybrid fusion")
     fusion: Fusion | None = None
     rrf_k: int | None = None
     text_weight: float | None = None
