@@ -4,12 +4,18 @@ TestClient (the app's event loop in a thread; ``call`` runs a coroutine in it)."
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 
 pytest.importorskip("fastapi")
@@ -108,3 +114,44 @@ def assert_error(response: Any, status: int, code: str | None = None) -> dict[st
     if code is not None:
         assert error["code"] == code, body
     return dict(error)
+
+
+# ----- `surrealdocs serve` in a process of its own ------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def served(tmp_path: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "surrealdocs", "serve", "--port", str(port), "--model",
+         "hashing-64", "--no-access-log", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
+    try:
+        yield proc, f"http://127.0.0.1:{port}"
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def wait_ready_process(proc: subprocess.Popen[str], url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(proc.stdout.read() if proc.stdout else "exited")
+        try:
+            if httpx.get(url + "/v1/ready", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("the server did not get ready")

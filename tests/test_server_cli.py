@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 from typer.testing import CliRunner
 
+from server_helpers import served, wait_ready_process
 from surrealdocs import KnowledgeBase
 from surrealdocs.cli import app
 
@@ -79,50 +73,10 @@ def test_serve_refuses_bad_setups(tmp_path: Path) -> None:
     assert code == 2
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def served(tmp_path: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    port = free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "surrealdocs", "serve", "--port", str(port), "--model",
-         "hashing-64", "--no-access-log", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
-    try:
-        yield proc, f"http://127.0.0.1:{port}"
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def wait_ready(proc: subprocess.Popen[str], url: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(proc.stdout.read() if proc.stdout else "exited")
-        try:
-            if httpx.get(url + "/v1/ready", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("the server did not get ready")
-
-
 def test_serve_process(tmp_path: Path) -> None:
     db = str(tmp_path / "db")
     with served(tmp_path, "--db", db) as (proc, url):
-        wait_ready(proc, url)
+        wait_ready_process(proc, url)
         r = httpx.post(url + "/v1/uploads", files={"files": ("n.txt", b"Storks nest on roofs.")})
         assert r.status_code == 202, r.text
         job = r.json()["job"]["id"]

@@ -361,7 +361,8 @@
       const row = rows.get(r.source);
       if (!row || row.li.dataset.status) continue;
       const [tone, text] = STATUS_TEXT[r.status] || ["ok", r.status];
-      setRow(row, r.status, tone, r.chunks ? `${text} · ${r.chunks} passages` : text, r.reason);
+      const passages = r.chunks === 1 ? "1 passage" : `${r.chunks} passages`;
+      setRow(row, r.status, tone, r.chunks ? `${text} · ${passages}` : text, r.reason);
     }
     for (const row of rows.values()) {
       if (row.li.dataset.status) continue;
@@ -536,6 +537,7 @@
     for (const type of ["dragleave", "dragend"]) drop.addEventListener(type, () => drop.classList.remove("over"));
     drop.addEventListener("drop", (e) => {
       e.preventDefault();
+      e.stopPropagation();  // not again by the page's own drop handler below
       drop.classList.remove("over");
       uploadFiles(e.dataTransfer && e.dataTransfer.files);
     });
