@@ -556,10 +556,17 @@ def serve(
         fatal.append(message)
         server.should_exit = True
 
-    server = uvicorn.Server(uvicorn.Config(
-        create_app(config, on_fatal=on_fatal), host=host, port=port,
-        log_level=log_level.lower(), access_log=access_log, lifespan="on",
-        timeout_graceful_shutdown=5, server_header=False))
+    api = create_app(config, on_fatal=on_fatal)
+    closing = api.state.server.closing
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            closing.set()  # event streams end now, not when the grace period is over
+            super().handle_exit(sig, frame)
+
+    server = Server(uvicorn.Config(
+        api, host=host, port=port, log_level=log_level.lower(), access_log=access_log,
+        lifespan="on", timeout_graceful_shutdown=5, server_header=False))
     where = f"[{host}]" if ":" in host else host
     err_console.print(f"surrealdocs serve: http://{where}:{port}/ (API docs at /docs)")
     # uvicorn raises the stopping signal again once it has shut down: a stop on request

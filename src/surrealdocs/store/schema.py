@@ -247,7 +247,10 @@ def _v6_params(names: Names) -> dict[str, Any]:
 
 def _v7(names: Names, settings: Settings, dimension: int) -> str:
     # The server's API keys (store/keys.py): the SHA-256 of each token, never the token.
-    # Any layout can be served, so the table is made whatever the settings.
+    # The server needs jobs, so stores with chunks only (documents-only stores, like the
+    # kreuzberg facade's, keep their tables as they are).
+    if not settings.chunked:
+        return ""
     K = key_table(names)
     return f"""
 DEFINE TABLE IF NOT EXISTS {K} SCHEMAFULL;
