@@ -46,9 +46,9 @@ async def access(request: Request) -> Access:
     """Who is asking (raises 503 until the store is open, 401 for no or a wrong key)."""
     state = server_state(request)
     state.require()
-    token = presented_token(request)
-    if not await state.keys_required():
+    if not await state.keys_required():  # whatever is sent
         return Access(None, True)
+    token = presented_token(request)
     if token is None:
         raise ApiError(401, "unauthorized", "an API key is needed: send Authorization: "
                        "Bearer KEY (or X-API-Key: KEY)", CHALLENGE)
