@@ -100,8 +100,9 @@ class Abstracts:
         return out
 
 
-def text_of(doc: dict[str, Any]) -> str:
-    return f"{doc['title']}\n\n{doc['text']}\n"
+def text_of(doc: dict[str, Any], tag: str = "") -> str:
+    """An abstract as a document; ``tag`` makes its text (so its document) unique."""
+    return f"{doc['title']}\n\n{doc['text']}\n" + (f"\n({tag})\n" if tag else "")
 
 
 # ----- the library phase -------------------------------------------------------------------
@@ -141,7 +142,8 @@ async def library_phase(settings: Settings, queries: list[str], pool: Abstracts,
                 docs = pool.take(2)
                 if not docs:
                     return
-                texts = {f"lib://{n}-{k}-{d['_id']}.txt": text_of(d) for d in docs}
+                texts = {f"lib://{args.run}/{n}-{k}-{d['_id']}.txt":
+                         text_of(d, f"run {args.run}, library {n}-{k}") for d in docs}
                 k += 1
                 t0 = time.perf_counter()
                 report = await kb.ingest_texts(texts)
@@ -173,6 +175,13 @@ async def server_phase(url: str, queries: list[str], pool: Abstracts,
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client:
         for q in queries[:5]:
             (await client.get("/v1/search", params={"query": q})).raise_for_status()
+        for i, q in enumerate(queries[:90]):  # one client alone, as the library's was
+            t0 = time.perf_counter()
+            r = await client.get("/v1/search", params={"query": q, "mode": MODES[i % 3]})
+            if r.status_code == 200:
+                load.latencies["search_alone"].append((time.perf_counter() - t0) * 1000)
+            else:
+                load.error(f"search: {r.status_code} {r.text}")
         deadline = time.monotonic() + args.seconds
         load.started = time.monotonic()
 
@@ -206,10 +215,10 @@ async def server_phase(url: str, queries: list[str], pool: Abstracts,
                 docs = pool.take(2)
                 if not docs:
                     return
-                names = [f"load-{n}-{k}-{d['_id']}.txt" for d in docs]
+                names = [f"load-{args.run}/{n}-{k}-{d['_id']}.txt" for d in docs]
+                files = [("files", (name, text_of(d, f"run {args.run}, upload {n}-{k}")
+                                    .encode(), "text/plain")) for name, d in zip(names, docs)]
                 k += 1
-                files = [("files", (name, text_of(d).encode(), "text/plain"))
-                         for name, d in zip(names, docs)]
                 t0 = time.perf_counter()
                 try:
                     r = await client.post("/v1/uploads", files=files)
@@ -278,20 +287,24 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 120) ->
 
 
 # ----- the check -----------------------------------------------------------------------------
+async def sources_of(kb: KnowledgeBase) -> set[str]:
+    sources: set[str] = set()
+    offset = 0
+    while True:
+        page = await kb.documents(offset=offset, limit=1000)
+        if not page:
+            return sources
+        for doc in page:
+            sources.update(doc.sources)
+        offset += len(page)
+
+
 async def check(settings: Settings, expected: set[str], seeded: set[str],
-                uploads_dir: Path) -> dict[str, Any]:
+                uploads_dir: Path, jobs_before: int) -> dict[str, Any]:
     async with await KnowledgeBase.open(settings=settings) as kb:
         documents = await kb.count_documents()
-        sources: set[str] = set()
-        offset = 0
-        while True:
-            page = await kb.documents(offset=offset, limit=1000)
-            if not page:
-                break
-            for doc in page:
-                sources.update(doc.sources)
-            offset += len(page)
-        jobs = await kb.jobs.list(kind="ingest")
+        sources = await sources_of(kb)
+        jobs = (await kb.jobs.list(kind="ingest"))[jobs_before:]
         statuses: dict[str, int] = defaultdict(int)
         for job in jobs:
             statuses[job.status] += 1
@@ -308,14 +321,18 @@ async def check(settings: Settings, expected: set[str], seeded: set[str],
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--library-seconds", type=float, default=20.0)
+    parser.add_argument("--library-seconds", type=float, default=30.0)
     parser.add_argument("--searchers", type=int, default=16)
     parser.add_argument("--uploaders", type=int, default=2)
     parser.add_argument("--max-requests", type=int, default=200_000)
     parser.add_argument("--model", default="all-minilm-l6-v2")
     parser.add_argument("--seed-docs", type=int, default=2000)
     parser.add_argument("--corpus", default=None, help="a BEIR SciFact directory")
-    parser.add_argument("--workdir", default=None, help="where the store goes [a temp dir]")
+    parser.add_argument("--query-words", type=int, default=0,
+                        help="cut each query to its first N words (0: whole SciFact claims)")
+    parser.add_argument("--workdir", default=None,
+                        help="where the store goes [a temp dir]; a store there from an"
+                             " earlier run is reused (the seed is then unchanged)")
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "serve_load.json"))
     args = parser.parse_args()
 
@@ -324,6 +341,9 @@ async def main() -> None:
     docs = [d for d in docs if d.get("text")]
     random.Random(1).shuffle(docs)
     queries = [json.loads(line)["text"] for line in (corpus / "queries.jsonl").open()]
+    if args.query_words:
+        queries = [" ".join(q.split()[:args.query_words]) for q in queries]
+    args.run = time.strftime("%Y%m%d-%H%M%S")
     seed, rest = docs[:args.seed_docs], docs[args.seed_docs:]
     pool = Abstracts(rest)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="serve-load-"))
@@ -335,12 +355,14 @@ async def main() -> None:
 
     t0 = time.perf_counter()
     async with await KnowledgeBase.open(settings=settings) as kb:
-        report = await kb.ingest_texts({f"seed://{d['_id']}": text_of(d) for d in seed})
+        await kb.ingest_texts({f"seed://{d['_id']}": text_of(d) for d in seed})
         stats = await kb.stats()
-    seeded = {r.source for r in report.results if r.status == "ingested"}
-    print(f"seeded {len(seeded)} documents, {stats.chunks} chunks in"
-          f" {time.perf_counter() - t0:.0f} s", flush=True)
+        seeded = await sources_of(kb)  # the seed, and what earlier runs left
+        jobs_before = len(await kb.jobs.list(kind="ingest"))
+    print(f"store holds {stats.documents} documents, {stats.chunks} chunks (seeded in"
+          f" {time.perf_counter() - t0:.0f} s)", flush=True)
 
+    load_before = round(os.getloadavg()[0], 2)  # others' work on the machine
     library, alone = await library_phase(settings, queries, pool, args)
     print(f"library: {library.requests} calls in {library.seconds:.0f} s, search p95"
           f" {pct(library.latencies['search'], 0.95):.0f} ms (alone:"
@@ -364,13 +386,15 @@ async def main() -> None:
           f" {len(server.errors)} errors; stopped with exit code {code}", flush=True)
 
     checked = await check(settings, set(library.uploaded) | set(server.uploaded), seeded,
-                          work / "db.uploads")
+                          work / "db.uploads", jobs_before)
     lib_p95 = pct(library.latencies["search"], 0.95)
     http_p95 = pct(server.latencies["search"], 0.95)
     result = {
         "command": "python bench/serve_load.py " + " ".join(sys.argv[1:]),
-        "model": args.model, "cpus": os.cpu_count(), "seed_documents": len(seeded),
-        "seed_chunks": stats.chunks, "searchers": args.searchers, "uploaders": args.uploaders,
+        "model": args.model, "cpus": os.cpu_count(), "load_average_before": load_before,
+        "store_documents": stats.documents, "store_chunks": stats.chunks,
+        "query_words": args.query_words or "all", "searchers": args.searchers,
+        "uploaders": args.uploaders,
         "server": {
             "seconds": round(server.seconds, 1), "requests": server.requests,
             "requests_per_s": round(server.requests / server.seconds, 1),
