@@ -116,6 +116,18 @@ async def _drain(kb: Any, queue: Any) -> list[Any]:
     return out
 
 
+def test_a_documents_only_store_is_not_served(tmp_path: Path) -> None:
+    fatal: list[str] = []
+    settings = settings_for(tmp_path).replace(chunked=False)
+    with TestClient(create_app(ServeConfig(settings=settings), on_fatal=fatal.append)) as c:
+        for _ in range(200):
+            if c.get("/v1/ready").json()["state"] == "failed":
+                break
+            time.sleep(0.02)
+        assert fatal and "need chunks" in fatal[0]
+        assert_error(c.get("/v1/documents"), 503, "not_ready")
+
+
 # ----- uploads, jobs, documents -------------------------------------------------------------
 def test_upload_runs_a_job_that_reports_each_file(tmp_path: Path) -> None:
     with serve(tmp_path) as server:

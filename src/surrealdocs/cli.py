@@ -516,8 +516,8 @@ def serve(
         help="Largest request body: all the files of one upload together")] = "500MB",
     max_files: Annotated[int, typer.Option(help="Most files in one upload")] = 1000,
     uploads_dir: Annotated[Path | None, typer.Option(
-        help="Where uploads wait for their ingest job [default: next to the store:"
-             " <store path>.uploads]")] = None,
+        help="Where uploads wait for their ingest job (default: next to the store,"
+             " STORE.uploads)")] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
     access_log: Annotated[bool, typer.Option(help="Log every request")] = True,
     *, store: StoreOptions,

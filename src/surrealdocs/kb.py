@@ -64,7 +64,7 @@ class KnowledgeBase:
         self._searcher = Searcher(self.storage, self.embedding, settings)
         self._notebooks = NotebookService(self) if settings.chunked else None
         self._ingest_jobs = IngestJobs(self) if settings.chunked else None
-        self.keys = ApiKeyService(self.storage.keys)
+        self._keys = ApiKeyService(self.storage.keys) if settings.chunked else None
 
     # ----- opening and closing ---------------------------------------------------------
     @classmethod
@@ -174,6 +174,14 @@ class KnowledgeBase:
             raise ConfigurationError("this store holds whole documents only: background "
                                      "jobs need chunks (chunked=True)")
         return self._ingest_jobs
+
+    @property
+    def keys(self) -> ApiKeyService:
+        """The HTTP server's API keys (stores with chunks only: the server needs jobs)."""
+        if self._keys is None:
+            raise ConfigurationError("this store holds whole documents only: the server and "
+                                     "its keys need chunks (chunked=True)")
+        return self._keys
 
     # ----- ingest ----------------------------------------------------------------------
     async def ingest(self, paths: Iterable[str | Path], *, glob: str = "**/*",
