@@ -415,7 +415,40 @@ async def main() -> None:
                           and http_p95 <= 3 * lib_p95)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    print(markdown(result))
+
+
+def markdown(r: dict[str, Any]) -> str:
+    """The figures as the table of BENCHMARKS.md."""
+    s, lib = r["server"], r["library"]
+
+    def row(name: str, part: dict[str, Any], key: str, extra: str) -> str:
+        m = part.get(key) or {}
+        return (f"| {name} | {m.get('n', 0)} | {m.get('p50_ms')} | {m.get('p95_ms')} |"
+                f" {m.get('p99_ms')} | {extra} |")
+
+    c = r["check"]
+    return "\n".join([
+        "| search latency (ms) | searches | p50 | p95 | p99 | |",
+        "|---|---|---|---|---|---|",
+        row("HTTP, 16 clients + 2 uploading", s, "search",
+            f"{s['searches_per_s']} searches/s, {s['requests_per_s']} requests/s,"
+            f" {s['errors']} errors"),
+        *[row(f"&nbsp;&nbsp;{m}", s, f"search_{m}", "") for m in MODES],
+        row("library, 16 tasks + 2 ingesting", lib, "search",
+            f"{lib['searches_per_s']} searches/s, {lib['errors']} errors"),
+        *[row(f"&nbsp;&nbsp;{m}", lib, f"search_{m}", "") for m in MODES],
+        row("HTTP, one client alone", s, "search_alone", ""),
+        row("library, one caller alone", lib, "search_alone", ""),
+        row("upload request (2 files) → 202", s, "upload", f"{s['files_uploaded']} files"),
+        row("upload → job done", s, "upload_to_done", ""),
+        "",
+        f"Search p95 over HTTP / library under the same load:"
+        f" **{r['search_p95_ratio_http_to_library']}**. Store after the run:"
+        f" {c['documents']} documents, {c['expected_documents']} expected, missing"
+        f" {len(c['missing'])}, unexpected {len(c['unexpected'])}; ingest jobs {c['jobs']};"
+        f" upload folders left {len(c['upload_folders_left'])}. Goal met: {r['goal_met']}.",
+    ])
 
 
 if __name__ == "__main__":

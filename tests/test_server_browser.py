@@ -231,6 +231,7 @@ def test_page_asks_for_a_key_and_uses_it(tmp_path: Path, browser: Any) -> None:
         d.find_element(By.ID, "key-save").click()
         until(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#key-dialog[open]"))
         assert "not accepted" in d.find_element(By.ID, "key-status").text
+        shot(d, "page-key.png")
         field = d.find_element(By.ID, "key-input")
         field.clear()
         field.send_keys(token)

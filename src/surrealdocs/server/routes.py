@@ -85,7 +85,8 @@ async def info(request: Request, state: State) -> dict[str, Any]:
     out["authenticated"] = (not required) or key is not None
     out["can_write"] = (not required) or (key is not None and not key.read_only)
     out["key"] = {"name": key.name, "read_only": key.read_only} if key else None
-    out["model"] = state.kb.embedder.name if state.kb.embedder else None
+    if out["authenticated"]:
+        out["model"] = state.kb.embedder.name if state.kb.embedder else None
     return out
 
 
