@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from ..errors import (
     AlreadyExistsError,
@@ -110,6 +111,12 @@ def install(app: FastAPI) -> None:
             message = f"no such endpoint: {request.method} {request.url.path}"
         return error_response(exc.status_code, code, message,
                               headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(ClientDisconnect)
+    async def disconnected(request: Request, exc: ClientDisconnect) -> JSONResponse:
+        # the client went away mid-request (an upload cut off): nobody reads this answer
+        log.info("%s %s: the client disconnected", request.method, request.url.path)
+        return error_response(400, "client_disconnected", "the request was cut off")
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

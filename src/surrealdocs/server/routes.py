@@ -135,8 +135,8 @@ async def upload(request: Request, response: Response, who: Writer, state: State
         job = await kb.ingest_jobs.submit(
             [(f.source, f.path) for f in received.files], folder=folder, notebook=notebook,
             topics=topics, force=force)
-    except BaseException:
-        await asyncio.to_thread(_remove, folder)
+    except BaseException:  # (not awaited: this may be a cancellation)
+        _remove(folder)
         raise
     response.headers["Location"] = f"/v1/jobs/{quote(str(job.id), safe=':')}"
     return {"job": job_view(job), "files": [f.to_dict() for f in received.files]}
