@@ -509,13 +509,15 @@
   }
 
   async function start() {
+    // the search in the address (a shared link, a reload) shows at once, runs once allowed
+    const params = new URLSearchParams(location.search);
+    if (["hybrid", "vector", "text"].includes(params.get("mode"))) setMode(params.get("mode"));
+    if (params.get("q") && !$("#q").value) $("#q").value = params.get("q");
     if (await loadInfo()) {
       banner("");
-      const params = new URLSearchParams(location.search);
       await loadNotebooks(params.get("notebook") || "");
       loadStats();
-      if (params.get("mode")) setMode(params.get("mode"));
-      if (params.get("q")) { $("#q").value = params.get("q"); search(); }
+      if ($("#q").value.trim()) search();
     }
   }
 
