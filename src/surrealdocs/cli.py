@@ -8,11 +8,14 @@ unreachable store) ends in its message and exit code 2, never a traceback.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import functools
 import inspect
 import json
+import logging
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -515,6 +518,151 @@ def mcp_command(
     except ImportError as exc:
         _fail(f"the MCP server needs the mcp extra: pip install 'surrealdocs[mcp]' ({exc})")
     _run(lambda: serve_stdio(store.settings(), allow_writes=allow_writes, max_chars=max_chars))
+
+
+# ----- the HTTP server and its keys ------------------------------------------------------
+@app.command()
+@store_options
+def serve(
+    host: Annotated[str, typer.Option(
+        help="Address to listen on. Without API keys only loopback is allowed")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on")] = 8000,
+    cors_origin: Annotated[list[str] | None, typer.Option(
+        "--cors-origin", help="An origin whose pages may call the API, e.g."
+                              " https://app.example.com (repeatable; none by default)")] = None,
+    max_file_size: Annotated[str, typer.Option(
+        help="Largest uploaded file (e.g. 100MB, 1GiB)")] = "100MB",
+    max_request_size: Annotated[str, typer.Option(
+        help="Largest request body: all the files of one upload together")] = "500MB",
+    max_files: Annotated[int, typer.Option(help="Most files in one upload")] = 1000,
+    uploads_dir: Annotated[Path | None, typer.Option(
+        help="Where uploads wait for their ingest job (default: next to the store,"
+             " STORE.uploads)")] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
+    access_log: Annotated[bool, typer.Option(help="Log every request")] = True,
+    *, store: StoreOptions,
+) -> None:
+    """Serve the store over HTTP: the JSON API under /v1 (OpenAPI at /docs) and a search
+    page at /. Uploads are ingested by background jobs that survive a restart."""
+    try:
+        import uvicorn
+
+        from .server import ServeConfig, create_app, parse_size
+        from .server.state import refuse_without_keys
+    except ImportError as exc:
+        _fail(f"the server needs its extra ({exc.name} is missing): "
+              "pip install 'surrealdocs[serve]'")
+    if log_level.lower() not in ("debug", "info", "warning", "error"):
+        _fail(f"--log-level must be debug, info, warning or error, got {log_level!r}")
+    try:
+        config = ServeConfig(
+            settings=store.settings(uploads_dir=str(uploads_dir) if uploads_dir else None),
+            host=host, port=port, cors_origins=tuple(cors_origin or ()),
+            max_file_bytes=parse_size(max_file_size),
+            max_request_bytes=parse_size(max_request_size), max_files=max_files)
+    except SurrealDocsError as exc:
+        _fail(str(exc))
+    # off loopback, refuse before listening rather than after
+    if not config.loopback and _with_kb(store, lambda kb: kb.keys.count()) == 0:
+        _fail(refuse_without_keys(host))
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+    server_log = logging.getLogger("surrealdocs")
+    server_log.addHandler(handler)
+    server_log.setLevel(log_level.upper())
+    fatal: list[str] = []
+
+    def on_fatal(message: str) -> None:
+        fatal.append(message)
+        server.should_exit = True
+
+    api = create_app(config, on_fatal=on_fatal)
+    closing = api.state.server.closing
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            closing.set()  # event streams end now, not when the grace period is over
+            super().handle_exit(sig, frame)
+
+    server = Server(uvicorn.Config(
+        api, host=host, port=port, log_level=log_level.lower(), access_log=access_log,
+        lifespan="on", timeout_graceful_shutdown=5, server_header=False))
+    where = f"[{host}]" if ":" in host else host
+    err_console.print(f"surrealdocs serve: http://{where}:{port}/ (API docs at /docs)")
+    # uvicorn raises the stopping signal again once it has shut down: a stop on request
+    # (Ctrl+C, SIGTERM) is a success here
+    signal.signal(signal.SIGTERM, _interrupt)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if fatal:
+        _fail(fatal[0])
+    if not server.started:
+        raise typer.Exit(1)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+keys_app = typer.Typer(help="API keys of the HTTP server (stored hashed; shown once).",
+                       no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+
+@keys_app.command("create")
+@store_options
+def keys_create(
+    name: Annotated[str, typer.Option("--name", help="A name for the key (unique)")],
+    read_only: Annotated[bool, typer.Option(
+        "--read-only", help="The key may search and read, not change the store")] = False,
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
+) -> None:
+    """Create an API key and print it (the only time it is shown)."""
+    key, token = _with_kb(store, lambda kb: kb.keys.create(name, read_only=read_only))
+    if as_json:
+        _print_json({**key.to_dict(), "key": token})
+        return
+    console.print(f"created {'read-only ' if key.read_only else ''}key {escape(key.name)}."
+                  " Copy it now: it is not shown again.")
+    print(token)
+
+
+@keys_app.command("list")
+@store_options
+def keys_list(as_json: JsonOption = False, *, store: StoreOptions) -> None:
+    """List the API keys (names and the start of each key, never the keys)."""
+    keys = _with_kb(store, lambda kb: kb.keys.list())
+    if as_json:
+        _print_json([k.to_dict() for k in keys])
+        return
+    if not keys:
+        console.print("no API keys: `surrealdocs serve` runs on loopback only")
+        return
+    table = Table(title="API keys")
+    for column in ("name", "key starts", "access", "created", "last used"):
+        table.add_column(column)
+    for k in keys:
+        table.add_row(escape(k.name), k.prefix + "…", "read-only" if k.read_only else
+                      "read-write", _when(k.created), _when(k.last_used))
+    console.print(table)
+
+
+def _when(value: Any) -> str:
+    iso = getattr(value, "isoformat", None)
+    return str(iso(timespec="seconds")) if callable(iso) else ("-" if value is None else
+                                                              str(value))
+
+
+@keys_app.command("revoke")
+@store_options
+def keys_revoke(
+    name: Annotated[str, typer.Argument(help="The key's name")],
+    *, store: StoreOptions,
+) -> None:
+    """Revoke an API key: requests with it are refused from now on."""
+    _with_kb(store, lambda kb: kb.keys.revoke(name))
+    console.print(f"revoked key {escape(name)}")
 
 
 # ----- evaluation ------------------------------------------------------------------------

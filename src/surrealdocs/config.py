@@ -96,6 +96,9 @@ class Settings:
         max_file_bytes: largest file (or bytes) ingested; larger ones fail with the reason.
         max_chunks_per_document: most chunks one document may have (a bound on the work
             and memory one file can take); a document with more fails with the reason.
+        uploads_dir: where the server keeps uploaded files until their ingest job is done.
+            Unset: next to a file store (``<store path>.uploads``), else
+            ``./.surrealdocs/uploads``.
         write_lease: seconds a document being written may go without progress before
             another writer on a shared server treats it as abandoned (its writer died) and
             writes it again; also the age at which such debris is cleaned up on open.
@@ -144,6 +147,7 @@ class Settings:
     max_file_bytes: int = 512 * 1024 * 1024
     max_chunks_per_document: int = 100_000
     write_lease: float = 120.0
+    uploads_dir: str | None = None
     kreuzberg_config: Any = field(default=None, compare=False, repr=False,
                                   metadata=_NOT_FROM_ENV)
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False,

@@ -1,7 +1,8 @@
 """The exceptions surrealdocs raises. All derive from :class:`SurrealDocsError`.
 
 Faces map them to their own conventions: the CLI prints the message and exits with code 2,
-the compatibility facades re-raise them as their original library's types.
+the HTTP server answers with a status and a stable error code (``server/errors.py``), the
+compatibility facades re-raise them as their original library's types.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ class SurrealDocsError(Exception):
 
 class ConfigurationError(SurrealDocsError, ValueError):
     """A setting, URL or argument is invalid."""
+
+
+class AlreadyExistsError(ConfigurationError):
+    """A notebook or API key of that name exists already."""
 
 
 class InvalidIdentifierError(ConfigurationError):

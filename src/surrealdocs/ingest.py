@@ -94,6 +94,25 @@ class Ingestor:
         report.seconds = time.perf_counter() - started
         return report
 
+    async def ingest_files(self, files: Iterable[tuple[str, str | Path]], *,
+                           force: bool = False, retry_failed: bool = False,
+                           on_result: ProgressCallback | None = None) -> IngestReport:
+        """Ingest files on disk under source names of the caller's choosing, given as
+        ``(source, path)`` (for example an upload kept in a server's folder, named
+        ``upload://report.pdf``). Source names must be unique within a call."""
+        started = time.perf_counter()
+        sources: list[_Source] = []
+        seen: set[str] = set()
+        for key, path in files:
+            if key in seen:
+                raise ConfigurationError(f"source {key!r} appears twice in one batch")
+            seen.add(key)
+            sources.append(_Source(key=key, path=Path(path)))
+        report = IngestReport(results=await self._run(sources, force, retry_failed, on_result))
+        report.index_rebuilt = await self.rebuild_if_due()
+        report.seconds = time.perf_counter() - started
+        return report
+
     async def ingest_bytes(self, data: bytes, mime_type: str, source: str, *,
                            force: bool = False, retry_failed: bool = False) -> FileResult:
         (result,) = await self._run(

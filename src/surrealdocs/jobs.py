@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -201,9 +202,12 @@ class JobService:
         return True
 
     def _publish(self, job: Job) -> None:
+        if not self._listeners:
+            return
+        snapshot = dataclasses.replace(job)  # the runner goes on changing its own
         for queue in list(self._listeners):
             with contextlib.suppress(asyncio.QueueFull):
-                queue.put_nowait(job)
+                queue.put_nowait(snapshot)
 
     def _job(self, row: dict[str, Any]) -> Job:
         return Job(id=row["id"], kind=row["kind"], status=row["status"],

@@ -8,7 +8,8 @@
 
 Every face (the CLI, the servers, the compatibility facades) goes through this class:
 ingest, search with every option and filter, notebooks (``kb.notebooks``), background jobs
-(``kb.jobs``), statistics. :class:`SyncKnowledgeBase` offers the same calls without
+(``kb.jobs``; ingest in the background: ``kb.ingest_jobs``), the server's API keys
+(``kb.keys``), statistics. :class:`SyncKnowledgeBase` offers the same calls without
 ``await``.
 """
 
@@ -22,11 +23,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from .apikeys import ApiKeyService
 from .config import Settings
 from .embed import Embedder, EmbeddingRunner, get_embedder, provenance
 from .errors import ConfigurationError, NotFoundError, SchemaNotInitializedError
 from .filters import Filters
 from .ingest import Ingestor, ProgressCallback
+from .ingest_jobs import IngestJobs
 from .jobs import JobService
 from .notebook import Notebook, NotebookService
 from .results import ChunkSpan, Document, FileResult, Hit, IngestReport, Passage, Stats
@@ -45,8 +48,8 @@ class KnowledgeBase:
     Open one with :meth:`open` (from a URL) or :meth:`around` (on a connection you opened).
     Attributes: ``store`` (the connection), ``settings``, ``embedder`` (``None`` for stores
     without vectors), ``storage`` (the owners of the tables), ``notebooks``, ``jobs``,
-    ``loop`` (the event loop it was opened on: a remote store's connection and the write
-    lock belong to it).
+    ``ingest_jobs``, ``keys``, ``loop`` (the event loop it was opened on: a remote store's
+    connection and the write lock belong to it).
     """
 
     def __init__(self, store: Store, embedder: Embedder | None, settings: Settings) -> None:
@@ -65,6 +68,8 @@ class KnowledgeBase:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             self.loop = None
+        self._ingest_jobs = IngestJobs(self) if settings.chunked else None
+        self._keys = ApiKeyService(self.storage.keys) if settings.chunked else None
 
     # ----- opening and closing ---------------------------------------------------------
     @classmethod
@@ -167,6 +172,22 @@ class KnowledgeBase:
                                      "chunks (chunked=True)")
         return self._notebooks
 
+    @property
+    def ingest_jobs(self) -> IngestJobs:
+        """Ingest as a background job (stores with chunks only: jobs live beside them)."""
+        if self._ingest_jobs is None:
+            raise ConfigurationError("this store holds whole documents only: background "
+                                     "jobs need chunks (chunked=True)")
+        return self._ingest_jobs
+
+    @property
+    def keys(self) -> ApiKeyService:
+        """The HTTP server's API keys (stores with chunks only: the server needs jobs)."""
+        if self._keys is None:
+            raise ConfigurationError("this store holds whole documents only: the server and "
+                                     "its keys need chunks (chunked=True)")
+        return self._keys
+
     # ----- ingest ----------------------------------------------------------------------
     async def ingest(self, paths: Iterable[str | Path], *, glob: str = "**/*",
                      force: bool = False, retry_failed: bool = False,
@@ -186,6 +207,16 @@ class KnowledgeBase:
         return await self._ingestor.ingest_paths(
             paths, glob=glob, force=force, retry_failed=retry_failed, on_result=on_result,
             on_discovered=on_discovered)
+
+    async def ingest_files(self, files: Mapping[str, str | Path]
+                           | Iterable[tuple[str, str | Path]], *, force: bool = False,
+                           retry_failed: bool = False,
+                           on_result: ProgressCallback | None = None) -> IngestReport:
+        """Ingest files on disk under source names you choose, given as ``{source: path}``
+        or ``(source, path)`` pairs (an upload kept in a folder, named ``upload://x.pdf``)."""
+        pairs = files.items() if isinstance(files, Mapping) else files
+        return await self._ingestor.ingest_files(pairs, force=force, retry_failed=retry_failed,
+                                                 on_result=on_result)
 
     async def ingest_bytes(self, data: bytes, *, mime_type: str, source: str,
                            force: bool = False, retry_failed: bool = False) -> FileResult:

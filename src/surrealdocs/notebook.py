@@ -35,7 +35,7 @@ from surrealdb import RecordID
 from .chunk import assign_pages, chunk_text
 from .config import Settings
 from .embed import Embedder, EmbeddingRunner
-from .errors import ConfigurationError, NotFoundError
+from .errors import AlreadyExistsError, ConfigurationError, NotFoundError
 from .ingest import sha256
 from .jobs import Job, Report
 from .results import Hit, IngestReport, jsonable
@@ -235,7 +235,7 @@ class NotebookService:
         data = {"name": nb.name, "description": nb.description, "archived": nb.archived}
         if nb.id is None:
             if await self.storage.notebooks.find(nb.name):
-                raise ConfigurationError(f"a notebook named {nb.name!r} exists already")
+                raise AlreadyExistsError(f"a notebook named {nb.name!r} exists already")
             row = await self.storage.notebooks.create(data)
             await self.storage.chunks.define_notebook_table(row["id"])
         else:

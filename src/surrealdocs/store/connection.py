@@ -113,6 +113,7 @@ class Store:
     _idle: asyncio.Event | None = field(default=None, repr=False, compare=False)
     _open: asyncio.Event | None = field(default=None, repr=False, compare=False)
     _write_lock: asyncio.Lock | None = field(default=None, repr=False, compare=False)
+    _builds: int = field(default=0, repr=False, compare=False)
 
     @property
     def write_lock(self) -> asyncio.Lock:
@@ -161,11 +162,21 @@ class Store:
             is_open.set()
         return True
 
+    @property
+    def index_builds(self) -> int:
+        """HNSW graph builds this process is running now (a server is not ready meanwhile:
+        its queries wait for the engine)."""
+        return self._builds
+
     async def build_index(self, *statements: Statement) -> list[Any]:
         """Run statements that build an HNSW graph (REBUILD or DEFINE INDEX), on a freshly
         reopened engine where that is possible (see :meth:`refresh_engine`)."""
-        await self.refresh_engine()
-        return await self.run(*statements)
+        self._builds += 1
+        try:
+            await self.refresh_engine()
+            return await self.run(*statements)
+        finally:
+            self._builds -= 1
 
     async def query(
         self, sql: str, params: Mapping[str, Any] | None = None, *, retries: int = 3

@@ -22,6 +22,7 @@ from ..errors import (
     StoreError,
 )
 from .connection import Statement, Store
+from .keys import key_table
 from .names import META, Names
 
 
@@ -244,6 +245,26 @@ def _v6_params(names: Names) -> dict[str, Any]:
     return {"pending_prefix": str(key.id)[:-1]}
 
 
+def _v7(names: Names, settings: Settings, dimension: int) -> str:
+    # The server's API keys (store/keys.py): the SHA-256 of each token, never the token.
+    # The server needs jobs, so stores with chunks only (documents-only stores, like the
+    # kreuzberg facade's, keep their tables as they are).
+    if not settings.chunked:
+        return ""
+    K = key_table(names)
+    return f"""
+DEFINE TABLE IF NOT EXISTS {K} SCHEMAFULL;
+DEFINE FIELD IF NOT EXISTS name ON {K} TYPE string;
+DEFINE FIELD IF NOT EXISTS hash ON {K} TYPE string;
+DEFINE FIELD IF NOT EXISTS prefix ON {K} TYPE string;
+DEFINE FIELD IF NOT EXISTS read_only ON {K} TYPE bool DEFAULT false;
+DEFINE FIELD IF NOT EXISTS created ON {K} TYPE datetime VALUE time::now() READONLY;
+DEFINE FIELD IF NOT EXISTS last_used ON {K} TYPE option<datetime>;
+DEFINE INDEX IF NOT EXISTS {K}_name ON {K} FIELDS name UNIQUE;
+DEFINE INDEX IF NOT EXISTS {K}_hash ON {K} FIELDS hash UNIQUE;
+"""
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "documents, chunks (BM25 + HNSW), files", _v1),
     Migration(2, "notebooks, sources' references, notes, jobs; chunk generations", _v2),
@@ -252,6 +273,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "documents.page_starts", _v5),
     Migration(6, "jobs of any kind with payload and result; notebook counters in meta",
               _v6, params=_v6_params),
+    Migration(7, "API keys of the server (hashed)", _v7),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

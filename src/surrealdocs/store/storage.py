@@ -1,4 +1,4 @@
-"""Every table's owner, for one store: documents, chunks, notebooks, jobs."""
+"""Every table's owner, for one store: documents, chunks, notebooks, jobs, API keys."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from .chunks import ChunkStorage
 from .connection import Store
 from .documents import DocumentStorage
 from .jobs import JobStorage
+from .keys import KeyStorage
 from .notebooks import NotebookStorage
 
 
@@ -23,8 +24,9 @@ class Storage:
     chunks: ChunkStorage
     notebooks: NotebookStorage
     jobs: JobStorage
+    keys: KeyStorage
 
     @classmethod
     def of(cls, store: Store, settings: Settings, dimension: int) -> Storage:
         return cls(store, DocumentStorage(store), ChunkStorage(store, settings, dimension),
-                   NotebookStorage(store), JobStorage(store))
+                   NotebookStorage(store), JobStorage(store), KeyStorage(store))

@@ -1,0 +1,231 @@
+"""Ingest as a background job (``kb.ingest_jobs``): files waiting on disk, ingested by the
+knowledge base's job runner (:mod:`surrealdocs.jobs`, kind ``ingest``).
+
+The server's uploads use it: the files are streamed into a folder of their own under the
+uploads directory (:func:`uploads_dir`), the job is queued with their source names, and the
+request returns. Any face can submit the same job (files already on disk are ingested where
+they are and left alone).
+
+- The job is a row of the ``job`` table: it survives a restart (a job that was running when
+  its process died is queued again when the store is reopened), and so do its files, which
+  stay on disk until the job is done or failed; then their folder is removed.
+- Progress is reported per file: ``job.progress`` is the fraction of files done and
+  ``job.result`` holds ``{"files": N, "done": k, "results": [FileResult, ...]}``; the
+  finished job's result is the ingest report (``IngestReport.to_dict()``) plus the notebook
+  and topics the documents were filed under.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from .config import DEFAULT_DIR, Settings
+from .errors import ConfigurationError
+from .jobs import Job, Report
+from .results import FileResult, IngestReport
+from .store.connection import FILE_SCHEMES, resolve_url
+
+if TYPE_CHECKING:
+    from .kb import KnowledgeBase
+
+INGEST = "ingest"
+# how long an upload folder no queued job refers to is kept on a shared store (another
+# process may be about to queue its job); on an embedded store nobody else can
+ORPHAN_SECONDS = 3600
+
+
+def uploads_dir(settings: Settings) -> Path:
+    """Where uploaded files wait for their ingest job: ``settings.uploads_dir``, else next
+    to a file store (``<store path>.uploads``), else ``./.surrealdocs/uploads``."""
+    if settings.uploads_dir:
+        return Path(settings.uploads_dir).expanduser().resolve()
+    url = resolve_url(settings.db)
+    if urlparse(url).scheme in FILE_SCHEMES:
+        return Path(url.split("://", 1)[1] + ".uploads")
+    return (DEFAULT_DIR / "uploads").resolve()
+
+
+class IngestJobs:
+    """Queues ``ingest`` jobs and runs them (registered on ``kb.jobs``)."""
+
+    def __init__(self, kb: KnowledgeBase) -> None:
+        self.kb = kb
+        self.root = uploads_dir(kb.settings)
+        kb.jobs.register(INGEST, self._run)
+
+    def new_folder(self) -> Path:
+        """A fresh folder under the uploads directory for the files of one job."""
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder = self.root / f"{int(time.time())}-{secrets.token_hex(8)}"
+        folder.mkdir(mode=0o700)
+        return folder
+
+    async def submit(self, files: Sequence[tuple[str, str | Path]], *,
+                     folder: Path | None = None, notebook: Any = None,
+                     topics: Sequence[str] = (), force: bool = False,
+                     retry_failed: bool = True, start: bool = True) -> Job:
+        """Queue the ingest of ``files``, given as ``(source, path)``.
+
+        With ``folder`` (from :meth:`new_folder`), the files are in it and it is removed once
+        the job is done or failed; without, the files are ingested where they are. The
+        ``notebook`` (name or id) and ``topics`` are checked now and applied to the
+        documents when they are stored. ``retry_failed``: a file with the same bytes as one
+        that failed before is tried again (someone uploaded it again).
+        """
+        if not files:
+            raise ConfigurationError("an ingest job needs at least one file")
+        sources = [source for source, _ in files]
+        if len(set(sources)) != len(sources):
+            raise ConfigurationError("two files of one ingest job have the same source name")
+        for source in sources:
+            if not isinstance(source, str) or not source.strip():
+                raise ConfigurationError("every file needs a source name")
+        if folder is not None:
+            folder = self._own_folder(folder.name)
+        entries = []
+        for source, path in files:
+            p = Path(path)
+            if folder is not None:
+                if p.parent.resolve() != folder:
+                    raise ConfigurationError(f"{p} is not in the job's folder {folder}")
+                entries.append({"source": source, "file": p.name})
+            else:
+                entries.append({"source": source, "path": str(p.expanduser().resolve())})
+        topic_list = _topics(topics)
+        nb = None if notebook is None else str(await self.kb.notebooks.resolve(notebook))
+        payload: dict[str, Any] = {"files": entries, "folder": folder.name if folder else None,
+                                   "notebook": nb, "topics": topic_list, "force": bool(force),
+                                   "retry_failed": bool(retry_failed)}
+        return await self.kb.jobs.submit(INGEST, payload=payload, start=start)
+
+    async def attach(self, report: IngestReport, notebook: Any = None,
+                     topics: Sequence[str] = ()) -> None:
+        """Put the documents of an ingest report in a notebook and tag them with topics."""
+        topic_list = _topics(topics)
+        nb = None if notebook is None else await self.kb.notebooks.resolve(notebook)
+        documents = self.kb.storage.documents
+        for result in report.results:
+            if not result.document_id:
+                continue
+            doc = documents.document_id(result.document_id)
+            if topic_list:
+                await documents.add_topics(doc, topic_list)
+            if nb is not None:
+                await self.kb.notebooks.link(doc, nb)
+
+    async def sweep(self) -> int:
+        """Remove the upload folders that no queued or running ingest job refers to (an
+        upload that was cut off, a job that was deleted). Returns how many."""
+        if not self.root.is_dir():
+            return 0
+        waiting = {str((j.payload or {}).get("folder"))
+                   for status in ("queued", "running")
+                   for j in await self.kb.jobs.list(status=status, kind=INGEST)}
+        exclusive = self.kb.store.owned and self.kb.store.embedded
+        oldest = time.time() - (0 if exclusive else ORPHAN_SECONDS)
+        removed = 0
+        for folder in self.root.iterdir():
+            if folder.is_dir() and folder.name not in waiting and \
+                    folder.stat().st_mtime <= oldest:
+                await asyncio.to_thread(shutil.rmtree, folder, True)
+                removed += 1
+        return removed
+
+    # ----- the job ---------------------------------------------------------------------
+    def _own_folder(self, name: Any) -> Path:
+        """A folder of this uploads directory, by name (never anything outside it)."""
+        if not isinstance(name, str) or not name or name in (".", "..") or "/" in name \
+                or "\\" in name:
+            raise ConfigurationError(f"not an upload folder: {name!r}")
+        return (self.root / name).resolve()
+
+    def _files(self, payload: dict[str, Any], folder: Path | None) -> list[tuple[str, Path]]:
+        files = []
+        for entry in payload.get("files") or []:
+            if folder is not None:
+                name = str(entry.get("file", ""))
+                if not name or "/" in name or "\\" in name or name in (".", ".."):
+                    raise ConfigurationError(f"not a file of the job's folder: {name!r}")
+                files.append((str(entry["source"]), folder / name))
+            else:
+                files.append((str(entry["source"]), Path(str(entry["path"]))))
+        return files
+
+    async def _run(self, job: Job, report: Report) -> dict[str, Any]:
+        payload = job.payload or {}
+        folder = self._own_folder(payload["folder"]) if payload.get("folder") else None
+        try:
+            result = await self._ingest(payload, folder, report)
+        except asyncio.CancelledError:  # the process stops: the job runs again at next open
+            raise
+        except BaseException:
+            await asyncio.to_thread(self._remove, folder)
+            raise
+        await asyncio.to_thread(self._remove, folder)
+        return result
+
+    async def _ingest(self, payload: dict[str, Any], folder: Path | None,
+                      report: Report) -> dict[str, Any]:
+        files = self._files(payload, folder)
+        notebook, topics = payload.get("notebook"), list(payload.get("topics") or [])
+        if notebook:  # fail before the work when the notebook was deleted meanwhile
+            await self.kb.notebooks.resolve(notebook)
+        total = len(files)
+        done: list[FileResult] = []
+        changed = asyncio.Event()
+
+        async def reporter() -> None:
+            sent = -1
+            while True:
+                await changed.wait()
+                changed.clear()
+                if len(done) != sent:
+                    sent = len(done)
+                    await report(min(sent / max(total, 1), 0.99), _partial(total, done))
+
+        def on_result(result: FileResult) -> None:
+            done.append(result)
+            changed.set()
+
+        await report(0.0, _partial(total, done))
+        task = asyncio.get_running_loop().create_task(reporter())
+        try:
+            ingest_report = await self.kb.ingest_files(
+                files, force=bool(payload.get("force")),
+                retry_failed=bool(payload.get("retry_failed", True)), on_result=on_result)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if notebook or topics:
+            await self.attach(ingest_report, notebook, topics)
+        return {"files": total, "done": total, **ingest_report.to_dict(),
+                "notebook": notebook, "topics": topics}
+
+    def _remove(self, folder: Path | None) -> None:
+        if folder is not None and folder.parent == self.root:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _partial(total: int, done: list[FileResult]) -> dict[str, Any]:
+    return {"files": total, "done": len(done), "results": [r.to_dict() for r in done]}
+
+
+def _topics(topics: Sequence[str]) -> list[str]:
+    if isinstance(topics, str):
+        topics = [topics]
+    out = []
+    for topic in topics:
+        if not isinstance(topic, str) or not topic.strip() or len(topic) > 200:
+            raise ConfigurationError(f"a topic is a non-empty text of at most 200 characters,"
+                                     f" got {topic!r}")
+        out.append(topic.strip())
+    return out

@@ -1,0 +1,62 @@
+"""The JSON bodies and query parameters the API takes (types only: the knowledge base
+checks the values and says what is wrong, answered as 422)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# the most hits (and hybrid candidates per leg) one request may ask for
+MAX_LIMIT = 1000
+Mode = Literal["hybrid", "vector", "text"]
+Fusion = Literal["zscore", "minmax", "rrf"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class SearchRequest(_Strict):
+    """Every option of ``KnowledgeBase.search`` (see its documentation)."""
+
+    query: str | None = Field(None, description="What to look for")
+    mode: Mode = "hybrid"
+    limit: int = Field(10, ge=1, le=MAX_LIMIT, description="Number of hits")
+    min_score: float | None = Field(None, description="Drop hits scoring below this")
+    source: str | None = Field(None, description="Only sources matching this glob")
+    mime_type: list[str] | None = Field(None, description="Only these MIME types")
+    notebook: str | None = Field(None, description="Only sources in this notebook (name or id)")
+    topics: list[str] | None = Field(None, description="Only sources with one of these topics")
+    created_after: dt.datetime | None = Field(None, description="Ingested at or after (ISO 8601)")
+    created_before: dt.datetime | None = Field(None, description="Ingested before (ISO 8601)")
+    candidates: int | None = Field(None, ge=1, le=MAX_LIMIT,
+                                   description="Hits per leg before hybrid fusion")
+    fusion: Fusion | None = None
+    rrf_k: int | None = None
+    text_weight: float | None = None
+    vector_weight: float | None = None
+    per_document: bool = Field(False, description="One hit per document: its best chunk")
+    query_vector: list[float] | None = Field(
+        None, description="Search by this vector (the store's model) instead of, or besides,"
+                          " the query text")
+
+
+class TextItem(_Strict):
+    source: str = Field(..., min_length=1, max_length=1000,
+                        description="A name for it, e.g. note://meeting-2024-05-01")
+    text: str
+    mime_type: str = "text/plain"
+
+
+class TextsRequest(_Strict):
+    texts: list[TextItem] = Field(..., min_length=1, max_length=1000)
+    notebook: str | None = Field(None, description="Put the documents in this notebook")
+    topics: list[str] = Field(default_factory=list)
+    force: bool = Field(False, description="Store again even if unchanged")
+
+
+class NotebookRequest(_Strict):
+    name: str = Field(..., min_length=1, max_length=200)
+    description: str = Field("", max_length=10_000)

@@ -1,0 +1,248 @@
+"""The search page in a real browser: headless Chromium (Debian's ``chromium`` and
+``chromium-driver``; ``.ci/run`` installs them) driven by Selenium against ``surrealdocs
+serve`` on loopback. Nothing is downloaded at run time; without the browser the test is
+skipped.
+
+Screenshots go to ``tests/artifacts/`` (git-ignored): the results of a search and a
+document opened at a hit, on a laptop-sized window and on a phone-sized one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+webdriver = pytest.importorskip("selenium.webdriver")
+
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+from server_helpers import served, wait_ready_process  # noqa: E402
+from surrealdocs import KnowledgeBase  # noqa: E402
+
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER),
+    reason="no headless browser: apt-get install -y chromium chromium-driver")
+
+HERONS = """# Herons of the marsh
+
+Herons are long-legged wading birds of fresh and coastal water.
+
+The grey heron stands motionless in shallow water, waiting for a fish to come close, then
+strikes with its dagger-like bill. It nests in colonies called heronries, high in the trees.
+
+Purple herons prefer dense reed beds, where their striped necks make them hard to see.
+"""
+# long enough for several chunks, so that the hit is one passage in the middle of the text
+EGRETS = "\n\n".join([
+    "# Egrets\n\nEgrets are herons too, most of them white. They were hunted for their "
+    "breeding plumes in the nineteenth century, and the first bird protection societies were "
+    "founded to stop that trade. Milliners paid more for an ounce of plumes than for an ounce "
+    "of gold, and whole colonies were shot out in a single season.",
+    "Cattle egrets follow grazing animals across dry pasture, catching the insects that the "
+    "hooves disturb. They spread from Africa to every continent but Antarctica in the last "
+    "century, crossing the Atlantic on their own and reaching the Americas around 1877. Today "
+    "they nest in noisy colonies, often with night herons and ibises, in trees over water.",
+    "The little egret is easy to tell apart: black legs and bright yellow feet. It stirs the "
+    "mud with its feet to flush out small fish and shrimps, then stabs at them.",
+    "Great egrets are almost as tall as grey herons and fish alone, slowly, in open water. In "
+    "the breeding season a patch of bare skin on the face turns a vivid lime green, and long "
+    "lacy plumes grow from the back. The species is the emblem of the National Audubon "
+    "Society, founded to protect wading birds from the plume hunters.",
+    "Snowy egrets of the Americas have black bills and run through the shallows, shuffling "
+    "and flicking their wings to startle prey. They often feed in mixed flocks with ibises "
+    "and spoonbills, and defend a feeding spot with raised crests and harsh calls against "
+    "any bird that comes too close.",
+]) + "\n"
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu",
+                "--disable-background-networking", "--disable-component-update",
+                "--no-first-run", "--disable-sync", "--disable-dev-shm-usage",
+                f"--user-data-dir={tempfile.mkdtemp(dir=tmp_path)}", "--window-size=1280,900"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def until(driver: Any, condition: Any, timeout: float = 30) -> Any:
+    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
+
+
+def shot(driver: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / name
+    driver.save_screenshot(str(path))
+    return path
+
+
+def stat(driver: Any, name: str) -> str | None:
+    value = driver.execute_script("""
+        for (const dt of document.querySelectorAll('#stats dt'))
+            if (dt.textContent === arguments[0]) return dt.nextElementSibling.textContent;
+        return null;""", name)
+    return None if value is None else str(value)
+
+
+def texts(driver: Any, selector: str) -> list[str]:
+    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, selector)]
+
+
+def test_page_upload_search_open(tmp_path: Path, browser: Any) -> None:
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "herons.md").write_text(HERONS)
+    (files / "egrets.txt").write_text(EGRETS)
+    (files / "broken.pdf").write_bytes(b"%PDF-1.7 not really a PDF")
+    db = str(tmp_path / "db")
+    with served(tmp_path, "--db", db) as (proc, url):
+        wait_ready_process(proc, url)
+        d = browser
+        d.get(url + "/")
+        until(d, lambda d: "Documents" in d.find_element(By.ID, "stats").text)
+        assert d.find_element(By.ID, "key-button").is_displayed() is False  # loopback, no keys
+        assert d.find_element(By.ID, "empty").is_displayed()
+
+        # upload through the file picker: one row per file, each with its outcome
+        d.find_element(By.ID, "file-input").send_keys(
+            "\n".join(str(files / n) for n in ("herons.md", "egrets.txt", "broken.pdf")))
+        until(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".upload[data-status]")) == 3)
+        rows = {r.get_attribute("data-name"): r
+                for r in d.find_elements(By.CSS_SELECTOR, ".upload")}
+        assert rows["herons.md"].get_attribute("data-status") == "ingested"
+        assert rows["egrets.txt"].get_attribute("data-status") == "ingested"
+        assert rows["broken.pdf"].get_attribute("data-status") == "failed"
+        reason = rows["broken.pdf"].find_element(By.CSS_SELECTOR, ".upload-reason").text
+        assert reason  # the failure is named with its reason
+        until(d, lambda d: stat(d, "Documents") == "2")
+
+        # a file dropped on the drop zone (a synthetic drop: what the browser hands over)
+        d.execute_script("""
+            const data = new DataTransfer();
+            data.items.add(new File(["Storks build huge nests on chimneys and church roofs."],
+                                    "storks.txt", {type: "text/plain"}));
+            const zone = document.getElementById("dropzone");
+            zone.dispatchEvent(new DragEvent("dragover", {dataTransfer: data, bubbles: true}));
+            zone.dispatchEvent(new DragEvent("drop", {dataTransfer: data, bubbles: true}));
+        """)
+        until(d, lambda d: d.find_elements(
+            By.CSS_SELECTOR, '.upload[data-name="storks.txt"][data-status="ingested"]'))
+        assert len(d.find_elements(By.CSS_SELECTOR, '.upload[data-name="storks.txt"]')) == 1
+
+        # a notebook made on the page appears in both selectors
+        d.find_element(By.ID, "new-notebook").click()
+        d.find_element(By.ID, "notebook-name").send_keys("Waders", Keys.ENTER)
+        until(d, lambda d: "Waders" in texts(d, "#notebooks .nb")[0] if texts(
+            d, "#notebooks .nb") else False)
+        assert "Waders" in [o.text for o in d.find_elements(By.CSS_SELECTOR, "#notebook option")]
+
+        # search words (the text mode): "/" focuses the box; the little egret's passage
+        # comes first, its words marked
+        d.find_element(By.CSS_SELECTOR, '.modes [data-mode="text"]').click()
+        d.find_element(By.TAG_NAME, "body").send_keys("/")
+        box = d.switch_to.active_element
+        assert box.get_attribute("id") == "q"
+        box.send_keys("little egret yellow feet", Keys.ENTER)
+        until(d, lambda d: "· text ·" in d.find_element(By.ID, "summary").text)
+        first = d.find_elements(By.CSS_SELECTOR, ".hit")[0]
+        assert "upload://egrets.txt" in first.text
+        assert "black legs and bright yellow feet" in first.text
+        marked = {m.text.lower() for m in first.find_elements(By.CSS_SELECTOR, "mark")}
+        assert {"little", "egret", "yellow", "feet"} <= marked, marked
+        assert float(first.find_element(By.CSS_SELECTOR, ".score").text) > 0
+        assert "mode=text" in d.current_url and "q=little" in d.current_url
+        shot(d, "page-results.png")
+
+        # the mode switch searches again: hybrid finds the passage among its hits
+        d.find_element(By.CSS_SELECTOR, '.modes [data-mode="hybrid"]').click()
+        until(d, lambda d: "· hybrid ·" in d.find_element(By.ID, "summary").text)
+        assert any("bright yellow feet" in t for t in texts(d, ".hit"))
+        assert "text #1" in " ".join(texts(d, ".hit .hit-meta"))
+        d.find_element(By.CSS_SELECTOR, '.modes [data-mode="text"]').click()
+        until(d, lambda d: "· text ·" in d.find_element(By.ID, "summary").text)
+
+        # open the hit: the document at its span, the chunk highlighted and in view
+        d.find_elements(By.CSS_SELECTOR, ".hit")[0].click()
+        chunk = until(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#viewer[open] .chunk"))[0]
+        assert "black legs and bright yellow feet" in chunk.text
+        body = d.find_element(By.ID, "viewer-body").text
+        assert "Egrets are herons too" in body[:40] and "Snowy egrets" in body  # all of it
+        assert not body.startswith(chunk.text[:40])  # the passage is not at its start
+        meta = d.find_element(By.ID, "viewer-meta").text
+        assert "upload://egrets.txt" in meta and "passage 1 of" not in meta
+        until(d, lambda d: d.execute_script("""
+            const c = document.getElementById('current-chunk').getBoundingClientRect();
+            const v = document.getElementById('viewer-body').getBoundingClientRect();
+            return c.top >= v.top - 1 && c.top < v.bottom;"""))
+        assert {m.text.lower() for m in chunk.find_elements(By.CSS_SELECTOR, "mark")} >= {
+            "little", "yellow", "feet"}
+        shot(d, "page-document.png")
+        d.find_element(By.ID, "viewer-body").send_keys(Keys.ESCAPE)
+        until(d, lambda d: not d.find_element(By.ID, "viewer").get_attribute("open"))
+
+        # a phone-sized window: one column, the same results
+        d.set_window_size(390, 844)
+        d.refresh()
+        until(d, lambda d: d.find_elements(By.CSS_SELECTOR, ".hit"))
+        shot(d, "page-phone.png")
+        assert d.execute_script("return document.documentElement.scrollWidth") <= 390
+        logs = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"]
+        assert not logs, logs
+
+
+def test_page_asks_for_a_key_and_uses_it(tmp_path: Path, browser: Any) -> None:
+    db = str(tmp_path / "db")
+
+    async def make_key() -> str:
+        async with await KnowledgeBase.open(db, model="hashing-64") as kb:
+            await kb.ingest_texts({"note://cranes": "Cranes dance in the spring fields."})
+            _, token = await kb.keys.create("browser", read_only=True)
+            return token
+
+    token = asyncio.run(make_key())
+    with served(tmp_path, "--db", db) as (proc, url):
+        wait_ready_process(proc, url)
+        d = browser
+        d.get(url + "/?q=cranes+dance")
+        dialog = until(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#key-dialog[open]"))[0]
+        assert "needs an API key" in d.find_element(By.ID, "banner").text
+        d.find_element(By.ID, "key-input").send_keys("sd_wrong")
+        d.find_element(By.ID, "key-save").click()
+        until(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#key-dialog[open]"))
+        assert "not accepted" in d.find_element(By.ID, "key-status").text
+        shot(d, "page-key.png")
+        field = d.find_element(By.ID, "key-input")
+        field.clear()
+        field.send_keys(token)
+        d.find_element(By.ID, "key-save").click()
+        until(d, lambda d: d.find_elements(By.CSS_SELECTOR, ".hit"))
+        assert not dialog.get_attribute("open")
+        assert "note://cranes" in d.find_element(By.CSS_SELECTOR, ".hit").text
+        # a read-only key: the page offers no upload
+        assert not d.find_element(By.ID, "upload-panel").is_displayed()
+        assert "browser" in d.find_element(By.ID, "key-label").text
+        # the key is remembered by this browser
+        d.refresh()
+        until(d, lambda d: d.find_elements(By.CSS_SELECTOR, ".hit"))
+        assert not d.find_elements(By.CSS_SELECTOR, "#key-dialog[open]")

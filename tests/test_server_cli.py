@@ -1,0 +1,107 @@
+"""``surrealdocs keys …`` and ``surrealdocs serve`` as people run them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from server_helpers import served, wait_ready_process
+from surrealdocs import KnowledgeBase
+from surrealdocs.cli import app
+
+pytest.importorskip("fastapi")
+runner = CliRunner()
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def test_keys_commands(tmp_path: Path) -> None:
+    db = ["--db", str(tmp_path / "db"), "--model", "hashing-64"]
+    code, out = run("keys", "list", *db)
+    assert code == 0 and "no API keys" in out
+    code, out = run("keys", "create", "--name", "ci", *db)
+    assert code == 0, out
+    token = out.strip().splitlines()[-1]
+    assert token.startswith("sd_") and "not shown again" in out
+    code, out = run("keys", "create", "--name", "dash", "--read-only", "--json", *db)
+    created = json.loads(out)
+    assert created["read_only"] is True and created["key"].startswith("sd_")
+    assert "hash" not in created
+    code, out = run("keys", "create", "--name", "ci", *db)
+    assert code == 2 and "exists already" in out
+    code, out = run("keys", "create", "--name", "no spaces", *db)
+    assert code == 2 and "invalid key name" in out
+    code, out = run("keys", "list", "--json", *db)
+    listed = json.loads(out)
+    assert [(k["name"], k["read_only"]) for k in listed] == [("ci", False), ("dash", True)]
+    assert token not in out and all("hash" not in k for k in listed)
+    assert listed[0]["prefix"] == token[:9]
+    code, out = run("keys", "list", *db)
+    assert "read-only" in out and token[:9] in out and token not in out
+
+    async def verify() -> tuple[object, object]:
+        async with await KnowledgeBase.open(str(tmp_path / "db"), model="hashing-64") as kb:
+            return await kb.keys.verify(token), await kb.keys.verify(created["key"])
+
+    ci, dash = asyncio.run(verify())
+    assert getattr(ci, "name", None) == "ci" and getattr(dash, "read_only", None) is True
+
+    code, out = run("keys", "revoke", "ci", *db)
+    assert code == 0 and "revoked" in out
+    code, out = run("keys", "revoke", "ci", *db)
+    assert code == 2 and "no key named 'ci'" in out
+
+
+def test_serve_refuses_bad_setups(tmp_path: Path) -> None:
+    db = ["--db", str(tmp_path / "db"), "--model", "hashing-64"]
+    code, out = run("serve", "--host", "0.0.0.0", *db)
+    assert code == 2 and "without API keys" in out and "keys create" in out
+    code, out = run("serve", "--max-file-size", "huge", *db)
+    assert code == 2 and "not a size" in out
+    code, out = run("serve", "--cors-origin", "example.com", *db)
+    assert code == 2 and "CORS origin" in out
+    code, out = run("serve", "--log-level", "loud", *db)
+    assert code == 2
+
+
+def test_serve_process(tmp_path: Path) -> None:
+    db = str(tmp_path / "db")
+    with served(tmp_path, "--db", db) as (proc, url):
+        wait_ready_process(proc, url)
+        r = httpx.post(url + "/v1/uploads", files={"files": ("n.txt", b"Storks nest on roofs.")})
+        assert r.status_code == 202, r.text
+        job = r.json()["job"]["id"]
+        with httpx.stream("GET", f"{url}/v1/jobs/{job}/events", timeout=30) as events:
+            lines = [line for line in events.iter_lines() if line.startswith("event: ")]
+        assert lines[-1] == "event: end"
+        hits = httpx.get(url + "/v1/search", params={"query": "storks", "mode": "text"}).json()
+        assert hits["hits"][0]["source"] == "upload://n.txt"
+        assert "<title>surrealdocs</title>" in httpx.get(url + "/").text
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+        output = proc.stdout.read() if proc.stdout else ""
+    assert "no API keys" in output and "loopback" in output
+    assert (tmp_path / "db.uploads").is_dir() and not list((tmp_path / "db.uploads").iterdir())
+
+
+async def test_serve_exits_2_when_the_store_cannot_be_opened(tmp_path: Path) -> None:
+    db = str(tmp_path / "db")
+    async with await KnowledgeBase.open(db, model="hashing-64"):  # holds the store's lock
+        def serve_it() -> tuple[int, str]:
+            with served(tmp_path, "--db", db) as (proc, _):
+                code = proc.wait(timeout=60)
+                return code, proc.stdout.read() if proc.stdout else ""
+
+        code, output = await asyncio.to_thread(serve_it)
+    assert code == 2, output
+    assert "error:" in output and "another process" in output
+    assert "Traceback" not in output
