@@ -74,10 +74,11 @@ async def test_schema_is_idempotent_and_versioned(kb: KnowledgeBase) -> None:
         == SCHEMA_VERSION
     (row,) = await store.query("SELECT * FROM ONLY $k;", {"k": SCHEMA_KEY})
     assert row["version"] == SCHEMA_VERSION
-    (info,) = await store.query("INFO FOR TABLE chunks;")
+    (info, vectors) = await store.query("INFO FOR TABLE chunks; INFO FOR TABLE chunks_vectors;")
     indexes = info["indexes"]
     assert "FULLTEXT ANALYZER sd_english BM25(0.9,0.4)" in indexes["chunks_content_ft"]
-    hnsw = indexes["chunks_embedding_hnsw"]
+    assert "chunks_embedding_hnsw" not in indexes  # vectors live apart from the text
+    hnsw = vectors["indexes"]["chunks_embedding_hnsw"]
     assert "HNSW DIMENSION 64 DIST COSINE TYPE F32 EFC 150 M 12" in hnsw
 
 
@@ -85,9 +86,10 @@ async def test_index_parameters_come_from_settings() -> None:
     settings = Settings(db="mem://", model="hashing-32", hnsw_efc=80, hnsw_m=8,
                         hnsw_distance="euclidean", bm25_k1=0.9, bm25_b=0.4)
     async with await KnowledgeBase.open(settings=settings) as kb:
-        (info,) = await kb.store.query("INFO FOR TABLE chunks;")
+        (info, vectors) = await kb.store.query(
+            "INFO FOR TABLE chunks; INFO FOR TABLE chunks_vectors;")
     assert "HNSW DIMENSION 32 DIST EUCLIDEAN TYPE F32 EFC 80 M 8" \
-        in info["indexes"]["chunks_embedding_hnsw"]
+        in vectors["indexes"]["chunks_embedding_hnsw"]
     assert "BM25(0.9,0.4)" in info["indexes"]["chunks_content_ft"]
 
 
@@ -182,11 +184,11 @@ async def test_reembed_switches_the_model(tmp_path: Path) -> None:
     with pytest.raises(EmbeddingModelMismatchError):
         await KnowledgeBase.open(db, model="hashing-64")
     async with await KnowledgeBase.open(db, model="hashing-32") as kb:
-        (info,) = await kb.store.query("INFO FOR TABLE chunks;")
+        (info,) = await kb.store.query("INFO FOR TABLE chunks_vectors;")
         assert "DIMENSION 32" in info["indexes"]["chunks_embedding_hnsw"]
         (lengths,) = await kb.store.query(
-            "SELECT VALUE array::len(embedding) FROM chunks;")
-        assert set(lengths) == {32}
+            "SELECT VALUE array::len(embedding) FROM chunks_vectors;")
+        assert set(lengths) == {32} and len(lengths) == n_chunks
         hits = await kb.search("alpha", mode="vector", limit=2)
         assert len(hits) == 2 and hits[0].source == "note://a"
 
@@ -201,25 +203,20 @@ async def test_interrupted_reembed_blocks_opening(tmp_path: Path) -> None:
 
 
 async def test_two_knowledge_bases_share_one_database_under_other_names() -> None:
-    from surrealdocs.store.connection import Store
 
     settings = Settings(db="mem://", model="hashing-64")
     async with await KnowledgeBase.open(settings=settings) as first:
-        other = Settings(db="mem://", model="hashing-32", documents_table="papers",
+        other = Settings(model="hashing-32", documents_table="papers",
                          chunks_table="paper_chunks")
-        # the same in-memory engine, opened again through the first connection
-        store = Store(client=first.store.client, url=first.store.url,
-                      namespace=first.store.namespace, database=first.store.database,
-                      names=Names("papers", "paper_chunks"))
-        from surrealdocs.embed import get_embedder
-        await ensure_schema(store, other, "hashing-32", 32)
-        second = KnowledgeBase(store, get_embedder("hashing-32"), other)
+        # the same in-memory engine, through the first connection
+        second = await KnowledgeBase.around(first.store.client, settings=other)
+        store = second.store
         await first.ingest_bytes(b"apples and pears", mime_type="text/plain", source="n://1")
         await second.ingest_bytes(b"ships and harbours", mime_type="text/plain", source="n://2")
         assert [h.source for h in await first.search("apples", mode="text")] == ["n://1"]
         assert [h.source for h in await second.search("harbours", mode="text")] == ["n://2"]
         assert await second.search("apples", mode="text") == []
-        (info,) = await store.query("INFO FOR TABLE paper_chunks;")
+        (info,) = await store.query("INFO FOR TABLE paper_chunks_vectors;")
         assert "DIMENSION 32" in info["indexes"]["paper_chunks_embedding_hnsw"]
 
 

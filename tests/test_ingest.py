@@ -50,9 +50,13 @@ async def test_ingest_one_file(kb: KnowledgeBase) -> None:
     (chunks,) = await kb.store.query(
         "SELECT * FROM chunks WHERE document = $d ORDER BY chunk_index;", {"d": doc["id"]})
     assert [c["chunk_index"] for c in chunks] == list(range(result.chunks))
+    (vectors,) = await kb.store.query(
+        "SELECT chunk, embedding FROM chunks_vectors WHERE document = $d;", {"d": doc["id"]})
+    lengths = {str(v["chunk"]): len(v["embedding"]) for v in vectors}
     for c in chunks:
         assert doc["content"][c["char_start"]:c["char_end"]] == c["content"]
-        assert len(c["embedding"]) == kb.embedder.dimension
+        assert "embedding" not in c  # vectors live apart from the text
+        assert lengths[str(c["id"])] == kb.embedder.dimension
         assert c["page_number"] in (1, 2)
 
 

@@ -180,7 +180,7 @@ async def test_version_1_store_is_upgraded(tmp_path: Path) -> None:
         (schema, info, debris) = await kb.store.query(
             "SELECT * FROM ONLY $k; INFO FOR TABLE documents;"
             " SELECT * FROM ONLY documents:debris;", {"k": Names().schema_key})
-        assert schema["version"] == SCHEMA_VERSION == 7
+        assert schema["version"] == SCHEMA_VERSION == 8
         assert "UNIQUE" in info["indexes"]["documents_source"]
         assert "keywords" in info["fields"]
         assert debris is None  # an incomplete document: the open recovered (deleted) it
@@ -249,7 +249,7 @@ async def test_insert_batch_size(tmp_path: Path) -> None:
         kb.store.query = spy  # type: ignore[method-assign]
         text = " ".join(f"Sentence number {n} is here." for n in range(60))
         result = await kb.ingest_bytes(text.encode(), mime_type="text/plain", source="n://x")
-    inserts = sum(sql.count("INSERT INTO chunks") for sql in seen)
+    inserts = sum(sql.count("INSERT INTO chunks $") for sql in seen)
     assert result.chunks > 14 and inserts == -(-result.chunks // 7)
     with pytest.raises(ConfigurationError, match="insert_batch_size"):
         Settings(insert_batch_size=0)
@@ -308,3 +308,33 @@ async def test_store_around_a_callers_connection() -> None:
 
     with pytest.raises(ConfigurationError, match="query_raw"):
         await Store.around(NotAConnection())
+
+
+async def test_version_7_store_moves_its_vectors_apart(tmp_path: Path) -> None:
+    db = str(tmp_path / "kb")
+    legacy = Settings(db=db, model="hashing-64", separate_vectors=False, chunk_size=100,
+                      chunk_overlap=10)
+    async with await KnowledgeBase.open(settings=legacy) as kb:  # vectors in the chunks...
+        await kb.ingest([SAMPLES])
+        before = [(h.chunk_id, round(h.score, 6))
+                  for h in await kb.search("vector index", mode="vector", limit=8)]
+        (n,) = await kb.store.query("SELECT count() AS n FROM chunks WHERE embedding != NONE"
+                                    " GROUP ALL;")
+        assert n[0]["n"] > 10
+        # ...as every store was before schema 8
+        await kb.store.query("UPSERT $k SET version = 7, vector_table = NONE;",
+                             {"k": Names().schema_key})
+    async with await KnowledgeBase.open(db, model="hashing-64", chunk_size=100,
+                                        chunk_overlap=10) as kb:
+        assert kb.storage.chunks.apart
+        (inline, apart, info) = await kb.store.query(
+            "SELECT count() AS n FROM chunks WHERE embedding != NONE GROUP ALL;"
+            " SELECT count() AS n FROM chunks_vectors GROUP ALL;"
+            " INFO FOR TABLE chunks_vectors;")
+        assert inline in ([], [{"n": 0}]) and apart[0]["n"] == n[0]["n"]
+        assert "chunks_embedding_hnsw" in info["indexes"]
+        after = [(h.chunk_id, round(h.score, 6))
+                 for h in await kb.search("vector index", mode="vector", limit=8)]
+        assert after == before
+    async with await KnowledgeBase.open(settings=legacy) as kb:  # the layout is the store's
+        assert kb.storage.chunks.apart

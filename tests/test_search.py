@@ -98,7 +98,7 @@ async def test_vector_search_uses_the_hnsw_index(corpus: KnowledgeBase) -> None:
     vec = [0.0] * 384
     vec[0] = 1.0
     (plan,) = await corpus.store.query(
-        "SELECT id FROM chunks WHERE document.mime_type IN ['text/markdown']"
+        "SELECT chunk FROM chunks_vectors WHERE document.mime_type IN ['text/markdown']"
         " AND embedding <|10,100|> $v EXPLAIN;", {"v": vec})
     text = json.dumps(plan)
     assert '"KnnScan"' in text and "chunks_embedding_hnsw" in text

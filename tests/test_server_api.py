@@ -19,6 +19,7 @@ from surrealdocs import KnowledgeBase
 from surrealdocs.server import ServeConfig, create_app
 from surrealdocs.server.state import ServerState
 from surrealdocs.store.connection import Statement
+from surrealdocs.store.schema import SCHEMA_VERSION
 
 HERONS = b"# Herons\n\nHerons are long-legged wading birds. The grey heron stands still in " \
          b"shallow water and waits for fish.\n"
@@ -53,7 +54,7 @@ def test_health_ready_info_stats(tmp_path: Path) -> None:
         assert info["limits"]["max_file_bytes"] == 100 * 1000**2
         stats = c.get("/v1/stats").json()
         assert stats["documents"] == 0 and stats["model"] == "hashing-64"
-        assert stats["schema_version"] == 7
+        assert stats["schema_version"] == SCHEMA_VERSION
 
 
 def test_readiness_false_while_a_graph_is_built(tmp_path: Path) -> None:

@@ -58,6 +58,10 @@ class Settings:
             documents' ``content`` and no vectors (text search over documents).
         embed: ``False`` stores chunks without vectors and creates no HNSW index (text
             search only; no embedding model is loaded).
+        separate_vectors: keep the chunks' vectors (and the HNSW index) in a table of their
+            own, ``<chunks>_vectors``, so that full-text search never reads them (the
+            default); ``False`` keeps them in the chunks, as kreuzberg-surrealdb's layout
+            does. Decided when a store is created (or upgraded to schema 8).
         insert_batch_size: chunk rows per INSERT statement (the full-text index makes
             large statements superlinear: keep it around 100).
         extract_concurrency: files extracted at once.
@@ -125,6 +129,7 @@ class Settings:
     bm25_min_terms: int = 2
     chunked: bool = True
     embed: bool = True
+    separate_vectors: bool = True
     insert_batch_size: int = 100
     extract_concurrency: int = 2
     extract_timeout: float = 120.0

@@ -37,7 +37,7 @@ from .search import Searcher
 from .store.connection import Store, connect
 from .store.documents import record_id
 from .store.names import Names
-from .store.schema import SCHEMA_VERSION, ensure_schema, layout_of, read_schema
+from .store.schema import SCHEMA_VERSION, ensure_schema, layout_of, read_schema, vectors_apart
 from .store.storage import Storage
 
 T = TypeVar("T")
@@ -52,14 +52,16 @@ class KnowledgeBase:
     connection and the write lock belong to it).
     """
 
-    def __init__(self, store: Store, embedder: Embedder | None, settings: Settings) -> None:
+    def __init__(self, store: Store, embedder: Embedder | None, settings: Settings, *,
+                 vectors_apart: bool = False) -> None:
         self.store = store
         self.settings = settings
         self.embedder = embedder if settings.vectors else None
         self.embedding = EmbeddingRunner(self.embedder, settings.embed_batch_size * 2) \
             if self.embedder else None
         self.storage = Storage.of(store, settings,
-                                  self.embedder.dimension if self.embedder else 0)
+                                  self.embedder.dimension if self.embedder else 0,
+                                  vectors_apart=vectors_apart)
         self.jobs = JobService(self.storage.jobs, exclusive=store.owned and store.embedded)
         self._ingestor = Ingestor(self.storage, self.embedding, settings)
         self._searcher = Searcher(self.storage, self.embedding, settings)
@@ -139,7 +141,8 @@ class KnowledgeBase:
         await ensure_schema(store, settings, embedder.name if embedder else None,
                             embedder.dimension if embedder else 0,
                             provenance=provenance(embedder) if embedder else None)
-        kb = cls(store, embedder, settings)
+        kb = cls(store, embedder, settings, vectors_apart=await vectors_apart(store))
+        await kb.storage.chunks.ensure_vector_index()
         # On an embedded store this process is the only writer, so every incomplete document
         # is a crash's debris; on a server only those idle for longer than the write lease.
         exclusive = store.owned and store.embedded

@@ -22,6 +22,7 @@ from .store.schema import (
     layout_of,
     mark_reembedding,
     read_schema,
+    vectors_apart,
 )
 from .store.storage import Storage
 
@@ -44,7 +45,8 @@ async def reembed(settings: Settings, embedder: Embedder,
         if not layout_of(schema)[0]:
             raise StoreError(f"the tables at {store.url} hold whole documents only: "
                              "there are no chunks to embed")
-        storage = Storage.of(store, settings.replace(embed=True), embedder.dimension)
+        storage = Storage.of(store, settings.replace(embed=True), embedder.dimension,
+                             vectors_apart=await vectors_apart(store))
         runner = EmbeddingRunner(embedder, settings.embed_batch_size * 2)
         chunks = storage.chunks
         total = await chunks.count()
@@ -54,7 +56,7 @@ async def reembed(settings: Settings, embedder: Embedder,
         last: Any = None
         while rows := await chunks.page_after(last, PAGE):
             vectors = await runner.documents([r["content"] for r in rows])
-            await chunks.set_vectors(zip((r["id"] for r in rows), vectors))
+            await chunks.set_vectors(rows, vectors)
             done += len(rows)
             last = rows[-1]["id"]
             if on_progress:

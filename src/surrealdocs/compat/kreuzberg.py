@@ -296,10 +296,11 @@ class _Ingester:
             extra.update(chunk_size=chunk_sizes[0], chunk_overlap=chunk_sizes[1])
         if embedder is not None:
             extra.update(model=embedder.name)
+        # the original's layout: vectors in the chunks, where its users' queries find them
         self._settings = Settings(
             documents_table=table, chunks_table=chunk_table,
             insert_batch_size=insert_batch_size, chunked=self._chunked, embed=embed,
-            kreuzberg_config=own_config, **extra)
+            separate_vectors=False, kreuzberg_config=own_config, **extra)
         self._db = db
         self._client = LegacyQueryClient(db)
         self._embedder = embedder

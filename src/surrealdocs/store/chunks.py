@@ -1,8 +1,11 @@
 """Chunk and vector storage: every statement that writes the ``chunks`` table, the notebooks'
 vector tables and the counters that decide when an HNSW graph is rebuilt.
 
-- **Chunks** carry their text, position (index, character span, pages), embedding, the
-  *generation* of their document they belong to, and the document's notebooks. Rows are
+- **Chunks** carry their text, position (index, character span, pages), the *generation*
+  of their document they belong to, and the document's notebooks. Their vectors live in a
+  table of their own (``<chunks>_vectors``, ids mirroring the chunks', with the shared HNSW
+  index) so that BM25, which reads every matching row, never reads a vector; stores of the
+  kreuzberg-surrealdb facade keep them in the chunks (``vectors_apart`` false). Rows are
   inserted ``settings.insert_batch_size`` per statement: the engine's full-text index makes
   large statements and transactions superlinear (1,000 chunks in one transaction: 62 s and
   10.6 GB, against 2.3 s as ten 100-row statements).
@@ -23,7 +26,7 @@ vector tables and the counters that decide when an HNSW graph is rebuilt.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from itertools import repeat
 from typing import Any
 
@@ -35,7 +38,7 @@ from ..errors import StoreError
 from ..filters import Filters
 from .conditions import filter_conditions
 from .connection import Statement, Store
-from .schema import hnsw_index_sql
+from .schema import hnsw_index_sql, vector_table_sql
 
 STATEMENTS_PER_ROUND_TRIP = 10
 REMOTE_BUILD_POLL_SECONDS = 0.5
@@ -62,12 +65,16 @@ _DETAIL_FIELDS = (
 class ChunkStorage:
     """The chunks of one store, the notebooks' vector copies, and their HNSW graphs."""
 
-    def __init__(self, store: Store, settings: Settings, dimension: int) -> None:
+    def __init__(self, store: Store, settings: Settings, dimension: int, *,
+                 vectors_apart: bool = False) -> None:
         self.store = store
         self.settings = settings
         self.dimension = dimension
         self.names = store.names
         self.table = store.names.chunks
+        # where the vectors and the shared HNSW index are: their own table, or the chunks
+        self.apart = vectors_apart
+        self.vector_table = store.names.vectors if vectors_apart else store.names.chunks
         self._building: set[str] = set()  # indexes this process is building now
         self._ready_until: dict[str, float] = {}  # indexes seen ready, until when to trust it
         self._total: tuple[int, float] | None = None  # chunk count, until when to trust it
@@ -104,26 +111,43 @@ class ChunkStorage:
             out.append(row)
         return out
 
+    def _split(self, rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]],
+                                                               list[dict[str, Any]]]:
+        """Chunk rows and, when vectors live apart, their vector rows."""
+        if not self.apart:
+            return list(rows), []
+        chunks, vectors = [], []
+        for row in rows:
+            chunk = dict(row)
+            embedding = chunk.pop("embedding", None)
+            chunks.append(chunk)
+            if embedding is not None:
+                vectors.append({"id": RecordID(self.vector_table, row["id"].id),
+                                "chunk": row["id"], "document": row["document"],
+                                "embedding": embedding})
+        return chunks, vectors
+
     def insert_statements(self, rows: Sequence[dict[str, Any]]) -> list[Statement]:
-        """Statements inserting ``rows``, ``insert_batch_size`` per statement."""
+        """Statements inserting ``rows`` (and their vectors), ``insert_batch_size`` per
+        statement."""
         batch = self.settings.insert_batch_size
-        return [Statement(f"INSERT INTO {self.table} $rows{n} RETURN NONE;",
-                          {f"rows{n}": list(rows[i:i + batch])})
-                for n, i in enumerate(range(0, len(rows), batch))]
+        statements: list[Statement] = []
+        for table, part in zip((self.table, self.vector_table), self._split(rows)):
+            statements += [Statement(f"INSERT INTO {table} $rows{len(statements) + n}"
+                                     " RETURN NONE;",
+                                     {f"rows{len(statements) + n}": list(part[i:i + batch])})
+                           for n, i in enumerate(range(0, len(part), batch))]
+        return statements
 
     async def insert(self, rows: Sequence[dict[str, Any]],
                      heartbeat: Statement | None = None) -> None:
-        """Insert rows, ``insert_batch_size`` per statement, several statements per round
-        trip (each statement is its own transaction). ``heartbeat`` runs with every round
-        trip (a writer marking its document as still being written)."""
-        batch = self.settings.insert_batch_size
-        step = batch * STATEMENTS_PER_ROUND_TRIP
+        """Insert rows (and their vectors), ``insert_batch_size`` per statement, several
+        statements per round trip (each statement is its own transaction). ``heartbeat``
+        runs with every round trip (a writer marking its document as still being written)."""
+        step = self.settings.insert_batch_size * STATEMENTS_PER_ROUND_TRIP
         for start in range(0, len(rows), step):
-            group = rows[start:start + step]
-            statements = [Statement(f"INSERT INTO {self.table} $rows{n} RETURN NONE;",
-                                    {f"rows{n}": list(group[i:i + batch])})
-                          for n, i in enumerate(range(0, len(group), batch))]
-            await self.store.run(*statements, *([heartbeat] if heartbeat else []))
+            await self.store.run(*self.insert_statements(rows[start:start + step]),
+                                 *([heartbeat] if heartbeat else []))
 
     async def count(self) -> int:
         (rows,) = await self.store.query(f"SELECT count() AS n FROM {self.table} GROUP ALL;")
@@ -131,12 +155,21 @@ class ChunkStorage:
 
     async def of_document(self, doc: RecordID) -> list[dict[str, Any]]:
         """The current generation's chunks of a document, in order, with their vectors."""
+        embedding = "" if self.apart else ", embedding"
         (rows,) = await self.store.query(
             f"SELECT id, document, chunk_index, content, char_start, char_end, page_number,"
-            f" last_page, embedding FROM {self.table}"
+            f" last_page{embedding} FROM {self.table}"
             " WHERE document = $doc AND generation = $doc.generation ORDER BY chunk_index;",
             {"doc": doc})
-        return list(rows or [])
+        rows = list(rows or [])
+        if self.apart and rows:
+            (vectors,) = await self.store.query(
+                f"SELECT chunk, embedding FROM {self.vector_table} WHERE document = $doc;",
+                {"doc": doc})
+            by_chunk = {str(v["chunk"]): v["embedding"] for v in vectors or []}
+            for row in rows:
+                row["embedding"] = by_chunk.get(str(row["id"]))
+        return rows
 
     async def spans(self, doc: RecordID, *, first: int | None = None,
                     last: int | None = None) -> list[dict[str, Any]]:
@@ -178,7 +211,7 @@ class ChunkStorage:
         comes from DocumentStorage.generation_statement)."""
         statements = [self.pending_statement(count)]
         for nb in notebooks:
-            statements += self._copy_statements(doc, nb, " AND generation = $generation",
+            statements += self._copy_statements(doc, nb, "$generation",
                                                 {"generation": generation})
         return statements
 
@@ -220,8 +253,7 @@ class ChunkStorage:
         t = self.notebook_table(notebook)
         statements.append(Statement(f"DELETE {t} WHERE document = $doc;", {"doc": doc}))
         if add:
-            statements += self._copy_statements(doc, notebook,
-                                                " AND generation = $doc.generation")
+            statements += self._copy_statements(doc, notebook, "$doc.generation")
         return statements
 
     def inherit_statements(self, doc: RecordID, notebooks: Sequence[RecordID]) -> list[Statement]:
@@ -230,20 +262,28 @@ class ChunkStorage:
             f"UPDATE {self.table} SET notebooks = $inherit_nbs WHERE document = $doc"
             " RETURN NONE;", {"doc": doc, "inherit_nbs": list(notebooks)})]
         for nb in notebooks:
-            statements += self._copy_statements(doc, nb, "")
+            statements += self._copy_statements(doc, nb, None)
         return statements
 
-    def _copy_statements(self, doc: RecordID, notebook: RecordID, condition: str,
+    def _copy_statements(self, doc: RecordID, notebook: RecordID, generation: str | None,
                          params: dict[str, Any] | None = None) -> list[Statement]:
-        """Copy a document's vectors into a notebook's table (ids mirror the chunks') and
-        count them as pending in that table's index."""
+        """Copy a document's vectors (of the chunks of ``generation``, a SurrealQL
+        expression, when given) into a notebook's table (ids mirror the chunks') and count
+        them as pending in that table's index."""
         if not self.settings.vectors:
             return []
         t = self.notebook_table(notebook)
+        if self.apart:
+            source = (f"SELECT type::record('{t}', record::id(id)) AS id, chunk, document,"
+                      f" embedding FROM {self.vector_table} WHERE document = $doc"
+                      + (f" AND chunk.generation = {generation}" if generation else ""))
+        else:
+            source = (f"SELECT type::record('{t}', record::id(id)) AS id, id AS chunk,"
+                      f" document, embedding FROM {self.table}"
+                      " WHERE document = $doc AND embedding != NONE"
+                      + (f" AND generation = {generation}" if generation else ""))
         return [Statement(
-            f"INSERT INTO {t} (SELECT type::record('{t}', record::id(id)) AS id, id AS chunk,"
-            f" document, embedding FROM {self.table}"
-            f" WHERE document = $doc AND embedding != NONE{condition}) RETURN NONE;"
+            f"INSERT INTO {t} ({source}) RETURN NONE;"
             f" UPSERT ${t}_pending SET pending_vectors = (pending_vectors OR 0)"
             f" + ((SELECT VALUE count() FROM {t} WHERE document = $doc GROUP ALL)[0] OR 0)"
             " RETURN NONE;",
@@ -273,7 +313,7 @@ class ChunkStorage:
         queue (or with ``force``). Returns whether it was built."""
         if not self.settings.vectors:
             return False
-        return await self._rebuild(self.names.hnsw_index, self.table, None, force)
+        return await self._rebuild(self.names.hnsw_index, self.vector_table, None, force)
 
     async def rebuild_notebook_if_due(self, notebook: RecordID, *, force: bool = False) -> bool:
         """The same for one notebook's vector table."""
@@ -363,6 +403,9 @@ class ChunkStorage:
             table = self.notebook_table(filters.notebook)
             index, fields = f"{table}_hnsw", _LEG_FIELDS_VIA_CHUNK
             clauses, params = filter_conditions(filters, through="chunk.", notebook_scoped=True)
+        elif self.apart:
+            table, index, fields = self.vector_table, self.names.hnsw_index, _LEG_FIELDS_VIA_CHUNK
+            clauses, params = filter_conditions(filters, through="chunk.")
         else:
             table, index, fields = self.table, self.names.hnsw_index, _LEG_FIELDS
             clauses, params = filter_conditions(filters)
@@ -419,7 +462,7 @@ class ChunkStorage:
         old model's vectors; :meth:`recopy_notebook` makes them again)."""
         tables = await self.notebook_tables()
         await self.store.query(
-            f"REMOVE INDEX IF EXISTS {self.names.hnsw_index} ON {self.table};"
+            f"REMOVE INDEX IF EXISTS {self.names.hnsw_index} ON {self.vector_table};"
             + "".join(f" REMOVE TABLE IF EXISTS {t};" for t in tables))
 
     async def notebook_tables(self) -> list[str]:
@@ -428,20 +471,36 @@ class ChunkStorage:
         return sorted(t for t in ((info or {}).get("tables") or {}) if t.startswith(prefix))
 
     async def page_after(self, last: RecordID | None, limit: int) -> list[dict[str, Any]]:
-        """Chunks (id, content) in id order after ``last``, for a pass over every chunk."""
+        """Chunks (id, document, content) in id order after ``last``, for a pass over every
+        chunk."""
         (rows,) = await self.store.query(
-            f"SELECT id, content FROM {self.table}"
+            f"SELECT id, document, content FROM {self.table}"
             + (" WHERE id > $last" if last is not None else "")
             + f" ORDER BY id LIMIT {int(limit)};", {"last": last})
         return list(rows or [])
 
-    async def set_vectors(self, updates: Iterable[tuple[RecordID, Any]]) -> None:
-        items = [{"id": rid, "v": [float(x) for x in vector]} for rid, vector in updates]
+    async def set_vectors(self, rows: Sequence[dict[str, Any]], vectors: Any) -> None:
+        """Give chunks (rows of :meth:`page_after`) new vectors."""
+        items = [{"id": r["id"], "document": r["document"], "v": [float(x) for x in vector]}
+                 for r, vector in zip(rows, vectors)]
+        if self.apart:
+            write = (f"FOR $u IN $batch {{ UPSERT type::record('{self.vector_table}',"
+                     " record::id($u.id)) CONTENT { chunk: $u.id, document: $u.document,"
+                     " embedding: $u.v } RETURN NONE; };")
+        else:
+            write = "FOR $u IN $batch { UPDATE $u.id SET embedding = $u.v RETURN NONE; };"
         batch = self.settings.insert_batch_size
         for start in range(0, len(items), batch):
-            await self.store.query(
-                "FOR $u IN $batch { UPDATE $u.id SET embedding = $u.v RETURN NONE; };",
-                {"batch": items[start:start + batch]})
+            await self.store.query(write, {"batch": items[start:start + batch]})
+
+    async def ensure_vector_index(self) -> None:
+        """Define the shared HNSW index if it is missing (a new store, or one whose vectors
+        just moved to their own table)."""
+        if not self.settings.vectors:
+            return
+        (info,) = await self.store.query(f"INFO FOR TABLE {self.vector_table};")
+        if self.names.hnsw_index not in ((info or {}).get("indexes") or {}):
+            await self.define_vector_index()
 
     async def define_vector_index(self, *also: Statement) -> None:
         """Define the shared HNSW index for this storage's dimension and build its graph
@@ -449,7 +508,9 @@ class ChunkStorage:
         counted = Statement("UPSERT $index_state SET pending_vectors = 0,"
                             " rebuilt_at = time::now();",
                             {"index_state": self._pending_key()})
-        define = hnsw_index_sql(self.names, self.settings, self.dimension)
+        define = hnsw_index_sql(self.names, self.settings, self.dimension, self.vector_table)
+        if self.apart:
+            define = vector_table_sql(self.names) + " " + define
         index = self.names.hnsw_index
         self._building.add(index)
         try:
@@ -458,7 +519,7 @@ class ChunkStorage:
                 return
             # on a server, in the background (see _rebuild)
             await self.store.query(define.rstrip(";") + " CONCURRENTLY;")
-            await self._wait_built(index, self.table)
+            await self._wait_built(index, self.vector_table)
             await self.store.run(counted, *also)
         finally:
             self._building.discard(index)
@@ -474,10 +535,16 @@ class ChunkStorage:
         """Fill a (re)defined notebook table from its notebook's current chunks."""
         await self.define_notebook_table(notebook)
         t = self.notebook_table(notebook)
+        if self.apart:
+            source = (f"SELECT type::record('{t}', record::id(id)) AS id, chunk, document,"
+                      f" embedding FROM {self.vector_table} WHERE chunk.notebooks CONTAINS $nb"
+                      " AND chunk.generation = document.generation")
+        else:
+            source = (f"SELECT type::record('{t}', record::id(id)) AS id, id AS chunk,"
+                      f" document, embedding FROM {self.table} WHERE notebooks CONTAINS $nb"
+                      " AND embedding != NONE AND generation = document.generation")
         await self.store.query(
-            f"INSERT INTO {t} (SELECT type::record('{t}', record::id(id)) AS id, id AS chunk,"
-            f" document, embedding FROM {self.table} WHERE notebooks CONTAINS $nb"
-            " AND embedding != NONE AND generation = document.generation) RETURN NONE;"
+            f"INSERT INTO {t} ({source}) RETURN NONE;"
             f" UPSERT $k SET pending_vectors = (SELECT VALUE count() FROM {t}"
             " GROUP ALL)[0] OR 0 RETURN NONE;",
             {"nb": notebook, "k": self._pending_key(t)})

@@ -69,6 +69,12 @@ class Names:
         return f"{self.documents}_content_ft"
 
     @property
+    def vectors(self) -> str:
+        """The table of the chunks' vectors (id mirrors the chunk's) with the shared HNSW
+        index, apart from the chunks so that BM25 never reads a vector."""
+        return validate_identifier(f"{self.chunks}_vectors", "vector table name")
+
+    @property
     def hnsw_index(self) -> str:
         return f"{self.chunks}_embedding_hnsw"
 

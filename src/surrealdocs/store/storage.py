@@ -27,6 +27,8 @@ class Storage:
     keys: KeyStorage
 
     @classmethod
-    def of(cls, store: Store, settings: Settings, dimension: int) -> Storage:
-        return cls(store, DocumentStorage(store), ChunkStorage(store, settings, dimension),
-                   NotebookStorage(store), JobStorage(store), KeyStorage(store))
+    def of(cls, store: Store, settings: Settings, dimension: int, *,
+           vectors_apart: bool = False) -> Storage:
+        chunks = ChunkStorage(store, settings, dimension, vectors_apart=vectors_apart)
+        return cls(store, DocumentStorage(store), chunks, NotebookStorage(store),
+                   JobStorage(store), KeyStorage(store))
