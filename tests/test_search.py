@@ -160,3 +160,30 @@ def test_query_terms_strip_punctuation_and_stop_words() -> None:
 def test_glob_to_regex(pattern: str, path: str, match: bool) -> None:
     import re
     assert bool(re.match(glob_to_regex(pattern), path)) is match
+
+
+async def test_chunks_being_written_or_replaced_are_never_shown(kb: KnowledgeBase) -> None:
+    from surrealdocs.chunk import Chunk
+
+    await kb.ingest_texts({f"n://{i}": f"Otters number {i} float on rivers." for i in range(6)})
+    storage = kb.storage
+    # a document half written (incomplete), whose chunks match the query best...
+    doc = storage.documents.document_id("beingwritten")
+    await storage.documents.create_incomplete(doc, {
+        "sources": ["n://half"], "content": "otters otters otters", "mime_type": "text/plain",
+        "content_hash": "beingwritten", "chunk_count": 1})
+    vector = kb.embedder.embed_documents(["otters otters otters"])
+    await storage.chunks.insert(storage.chunks.rows(
+        doc, [Chunk(0, "otters otters otters", 0, 20)], vector))
+    # ...and a generation of a complete document that is not switched to yet
+    (first,) = await kb.search("Otters number 0", mode="text", limit=1)
+    current = storage.documents.document_id(first.document_id)
+    await storage.chunks.insert(storage.chunks.rows(
+        current, [Chunk(0, "otters otters otters rivers", 0, 26)],
+        kb.embedder.embed_documents(["otters otters otters rivers"]), generation=5))
+    for mode in ("text", "vector", "hybrid"):
+        for per_document in (False, True):
+            hits = await kb.search("otters otters", mode=mode, limit=6,
+                                   per_document=per_document)
+            assert len(hits) == 6, (mode, per_document)
+            assert all(h.document_id != str(doc) and "_g5_" not in h.chunk_id for h in hits)

@@ -27,6 +27,7 @@ from .errors import ConfigurationError, DimensionMismatchError
 from .filters import Filters, glob_to_regex
 from .fusion import fuse
 from .results import Hit
+from .store.chunks import is_visible
 from .store.documents import record_id
 from .store.storage import Storage
 
@@ -116,37 +117,49 @@ class Searcher:
                 f"{mode} search needs embedding vectors, and this store has none "
                 "(it was created " + ("with documents only" if not settings.chunked
                                       else "with embed=False") + "): use mode='text'")
-        if mode == "text":
-            hits = await self._leg_text(text, limit, filters, per_document)
-        elif mode == "vector":
-            vector = await self._query_vector(text, query_vector)
-            hits = await self._leg_vector(vector, limit, filters, per_document)
-        else:
-            depth = max(candidates or settings.hybrid_candidates, limit)
-            vector = await self._query_vector(text, query_vector)
-            text_hits, vector_hits = await asyncio.gather(
-                self._leg_text(text, depth, filters, per_document),
-                self._leg_vector(vector, depth, filters, per_document))
-            hits = fuse(text_hits, vector_hits, limit=limit, method=fusion, k=k,
-                        weights=weights, per_document=per_document)
-        if min_score is not None:
-            hits = [h for h in hits if h.score >= min_score]
-        return await self._show(hits[:limit])
+        vector = None if mode == "text" else await self._query_vector(text, query_vector)
 
-    async def _show(self, hits: list[Hit]) -> list[Hit]:
+        async def run(careful: bool) -> list[Hit]:
+            if mode == "text":
+                hits = await self._leg_text(text, limit, filters, per_document, careful)
+            elif mode == "vector":
+                assert vector is not None
+                hits = await self._leg_vector(vector, limit, filters, per_document, careful)
+            else:
+                assert vector is not None
+                depth = max(candidates or settings.hybrid_candidates, limit)
+                text_hits, vector_hits = await asyncio.gather(
+                    self._leg_text(text, depth, filters, per_document, careful),
+                    self._leg_vector(vector, depth, filters, per_document, careful))
+                hits = fuse(text_hits, vector_hits, limit=limit, method=fusion, k=k,
+                            weights=weights, per_document=per_document)
+            if min_score is not None:
+                hits = [h for h in hits if h.score >= min_score]
+            return hits[:limit]
+
+        # The legs do not check that each chunk is visible (its document complete, its
+        # generation current): that costs a read of the document per candidate, and a chunk
+        # is invisible only while it is being written or replaced. The final hits are
+        # checked; if one is not visible, the search runs again checking every candidate.
+        shown, all_visible = await self._show(await run(careful=False))
+        if not all_visible:
+            shown, _ = await self._show(await run(careful=True))
+        return shown
+
+    async def _show(self, hits: list[Hit]) -> tuple[list[Hit], bool]:
         """Fill in what the final hits show (text, position, source): the legs returned ids
-        and scores only. A chunk deleted meanwhile is dropped."""
+        and scores only. Returns the hits that are visible, and whether all were."""
         if not self.settings.chunked or not hits:
-            return hits
+            return hits, True
         chunks = self.storage.chunks
         details = await chunks.details([record_id(h.chunk_id, chunks.table) for h in hits])
         shown = []
         for hit in hits:
             row = details.get(hit.chunk_id)
-            if row is not None:
+            if row is not None and is_visible(row):
                 _fill(hit, row)
                 shown.append(hit)
-        return shown
+        return shown, len(shown) == len(hits)
 
     async def _query_vector(self, text: str,
                             given: Sequence[float] | None) -> list[float]:
@@ -163,20 +176,21 @@ class Searcher:
         return vector
 
     async def _leg_text(self, query: str, limit: int, filters: Filters,
-                        per_document: bool) -> list[Hit]:
+                        per_document: bool, careful: bool) -> list[Hit]:
         if not per_document:
-            return await self.text(query, limit, filters)
-        return await _distinct_documents(lambda n: self.text(query, n, filters), limit,
-                                         "text")
+            return await self.text(query, limit, filters, careful)
+        return await _distinct_documents(lambda n: self.text(query, n, filters, careful),
+                                         limit, "text")
 
     async def _leg_vector(self, vector: list[float], limit: int, filters: Filters,
-                          per_document: bool) -> list[Hit]:
+                          per_document: bool, careful: bool) -> list[Hit]:
         if not per_document:
-            return await self.vector(vector, limit, filters)
-        return await _distinct_documents(lambda n: self.vector(vector, n, filters), limit,
-                                         "vector")
+            return await self.vector(vector, limit, filters, careful)
+        return await _distinct_documents(lambda n: self.vector(vector, n, filters, careful),
+                                         limit, "vector")
 
-    async def text(self, query: str, limit: int, filters: Filters) -> list[Hit]:
+    async def text(self, query: str, limit: int, filters: Filters,
+                   careful: bool = True) -> list[Hit]:
         """The BM25 leg: chunks (or documents, in documents-only stores) best first."""
         words = query_words(query)
         if self.settings.chunked and self.settings.bm25_max_df < 1.0 and len(words) > 1:
@@ -188,7 +202,7 @@ class Searcher:
             rows = await self.storage.documents.text_rows(terms, limit, filters)
             rows = [r for r in rows if r.get("complete") is True]
         else:
-            rows = await self.storage.chunks.text_rows(terms, limit, filters)
+            rows = await self.storage.chunks.text_rows(terms, limit, filters, careful)
         hits = [_hit(row, float(row.get("score") or 0.0)) for row in rows]
         for rank, hit in enumerate(hits, 1):
             hit.text_rank, hit.text_score = rank, hit.score
@@ -211,13 +225,14 @@ class Searcher:
             kept = [w for w in words if w in keep]
         return kept
 
-    async def vector(self, vector: list[float], limit: int, filters: Filters) -> list[Hit]:
+    async def vector(self, vector: list[float], limit: int, filters: Filters,
+                     careful: bool = True) -> list[Hit]:
         """The vector leg: the nearest chunks by the HNSW graph, best first."""
         k = int(limit)
         # The graph's recall falls when k approaches ef (on SciFact, M 12 / EFC 150: recall@100
         # 0.95 at ef 100, 0.99 at ef 200): deep fetches get a candidate list of twice k.
         ef = max(self.settings.hnsw_ef, 2 * k)
-        rows = await self.storage.chunks.vector_rows(vector, k, ef, filters)
+        rows = await self.storage.chunks.vector_rows(vector, k, ef, filters, careful)
         hits = [_hit(row, self._similarity(float(row["distance"]))) for row in rows]
         for rank, hit in enumerate(hits, 1):
             hit.vector_rank, hit.vector_score = rank, hit.score

@@ -47,18 +47,21 @@ COUNT_CACHE_SECONDS = 60.0
 TERM_CACHE_SECONDS = 600.0  # a term's document frequency changes slowly
 TERM_CACHE_SIZE = 100_000
 
-# What a leg returns per chunk: enough to rank, collapse per document and hide chunks that
-# are not visible (an incomplete document's, or a replaced generation's).
-_LEG_FIELDS = ("id, document, document.complete AS complete, generation,"
+# What a leg returns per chunk: enough to rank and collapse per document. Checking that a
+# chunk is visible (its document complete, its generation current) costs a read of the
+# document per candidate; a careful leg does it (see Searcher.search).
+_LEG_FIELDS = "id, document"
+_LEG_FIELDS_VIA_CHUNK = "chunk AS id, document"  # a vector table's rows
+_VISIBILITY = ("document.complete AS complete, generation,"
                " document.generation AS doc_generation")
-# the same read through the `chunk` link of a notebook's vector table
-_LEG_FIELDS_VIA_CHUNK = ("chunk AS id, document, document.complete AS complete,"
-                         " chunk.generation AS generation,"
-                         " document.generation AS doc_generation")
+_VISIBLE = "document.complete = true AND (generation OR 0) = (document.generation OR 0)"
+_VISIBLE_VIA_CHUNK = ("document.complete = true"
+                      " AND (chunk.generation OR 0) = (document.generation OR 0)")
 # What a hit shows.
 _DETAIL_FIELDS = (
     "id, document, content, chunk_index, char_start, char_end, page_number, last_page,"
-    " document.source AS source, document.title AS title, document.mime_type AS mime_type"
+    " document.source AS source, document.title AS title, document.mime_type AS mime_type, "
+    + _VISIBILITY
 )
 
 
@@ -382,33 +385,40 @@ class ChunkStorage:
         return ready
 
     # ----- search ---------------------------------------------------------------------
-    async def text_rows(self, terms: str, limit: int, filters: Filters) -> list[dict[str, Any]]:
+    async def text_rows(self, terms: str, limit: int, filters: Filters,
+                        careful: bool = True) -> list[dict[str, Any]]:
         """Chunks matching any of ``terms`` by BM25, best first: id, document and
-        ``score`` only (see :meth:`details`), visible ones only."""
+        ``score`` only (see :meth:`details`); with ``careful``, visible ones only."""
         clauses, params = filter_conditions(filters)
+        if careful:
+            clauses.append(_VISIBLE)
         where = " AND ".join([*clauses, "content @1,OR@ $q"])
         (rows,) = await self.store.query(
             f"SELECT {_LEG_FIELDS}, search::score(1) AS score FROM {self.table}"
             f" WHERE {where} ORDER BY score DESC, id LIMIT {int(limit)};",
             {**params, "q": terms},
         )
-        return visible(rows)
+        return list(rows or [])
 
-    async def vector_rows(self, vector: list[float], k: int, ef: int,
-                          filters: Filters) -> list[dict[str, Any]]:
+    async def vector_rows(self, vector: list[float], k: int, ef: int, filters: Filters,
+                          careful: bool = True) -> list[dict[str, Any]]:
         """The ``k`` chunks nearest to ``vector``: id, document and ``distance`` only (see
         :meth:`details`), visible ones only. A notebook filter walks that notebook's own
         graph."""
         if filters.notebook is not None:
             table = self.notebook_table(filters.notebook)
-            index, fields = f"{table}_hnsw", _LEG_FIELDS_VIA_CHUNK
+            index, fields, check = f"{table}_hnsw", _LEG_FIELDS_VIA_CHUNK, _VISIBLE_VIA_CHUNK
             clauses, params = filter_conditions(filters, through="chunk.", notebook_scoped=True)
         elif self.apart:
-            table, index, fields = self.vector_table, self.names.hnsw_index, _LEG_FIELDS_VIA_CHUNK
+            table, index = self.vector_table, self.names.hnsw_index
+            fields, check = _LEG_FIELDS_VIA_CHUNK, _VISIBLE_VIA_CHUNK
             clauses, params = filter_conditions(filters, through="chunk.")
         else:
-            table, index, fields = self.table, self.names.hnsw_index, _LEG_FIELDS
+            table, index, fields, check = (self.table, self.names.hnsw_index, _LEG_FIELDS,
+                                           _VISIBLE)
             clauses, params = filter_conditions(filters)
+        if careful:  # a condition inside the scan, so that k visible rows come back
+            clauses.append(check)
         if await self.vector_index_ready(index, table):
             clauses.append(f"embedding <|{int(k)},{int(ef)}|> $v")
             distance = "vector::distance::knn()"
@@ -420,7 +430,7 @@ class ChunkStorage:
             f" WHERE {' AND '.join(clauses)} ORDER BY distance, id LIMIT {int(k)};",
             {**params, "v": vector},
         )
-        return [r for r in visible(rows) if r.get("distance") is not None]
+        return [r for r in rows or [] if r.get("distance") is not None]
 
     async def total(self) -> int:
         """How many chunks there are (known for a minute at a time)."""
@@ -550,10 +560,11 @@ class ChunkStorage:
             {"nb": notebook, "k": self._pending_key(t)})
 
 
-def visible(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    """Rows whose document is complete and current: chunks of a document still being
-    written, of a generation being replaced, or left by a crash (until recovery) are never
-    shown."""
-    return [r for r in rows or [] if r.get("complete") is True
-            and (r.get("generation") or 0) == (r.get("doc_generation") or 0)]
+def is_visible(row: dict[str, Any]) -> bool:
+    """Whether a chunk row (with its visibility fields) may be shown: chunks of a document
+    still being written, of a generation being replaced, or left by a crash (until
+    recovery) never are."""
+    return row.get("complete") is True and \
+        (row.get("generation") or 0) == (row.get("doc_generation") or 0)
+
 
