@@ -538,12 +538,18 @@ def serve(
     uploads_dir: Annotated[Path | None, typer.Option(
         help="Where uploads wait for their ingest job (default: next to the store,"
              " STORE.uploads)")] = None,
+    mcp_allow_writes: Annotated[bool, typer.Option(
+        "--mcp-allow-writes", help="Offer the MCP endpoint's add_text and ingest_path tools"
+                                   " to keys that may write")] = False,
+    mcp_max_chars: Annotated[int, typer.Option(
+        help="Most characters of one MCP tool result")] = 8000,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
     access_log: Annotated[bool, typer.Option(help="Log every request")] = True,
     *, store: StoreOptions,
 ) -> None:
-    """Serve the store over HTTP: the JSON API under /v1 (OpenAPI at /docs) and a search
-    page at /. Uploads are ingested by background jobs that survive a restart."""
+    """Serve the store over HTTP: the JSON API under /v1 (OpenAPI at /docs), the MCP
+    endpoint at /mcp/ (streamable HTTP) and a search page at /. Uploads are ingested by
+    background jobs that survive a restart."""
     try:
         import uvicorn
 
@@ -559,7 +565,8 @@ def serve(
             settings=store.settings(uploads_dir=str(uploads_dir) if uploads_dir else None),
             host=host, port=port, cors_origins=tuple(cors_origin or ()),
             max_file_bytes=parse_size(max_file_size),
-            max_request_bytes=parse_size(max_request_size), max_files=max_files)
+            max_request_bytes=parse_size(max_request_size), max_files=max_files,
+            mcp_allow_writes=mcp_allow_writes, mcp_max_chars=mcp_max_chars)
     except SurrealDocsError as exc:
         _fail(str(exc))
     # off loopback, refuse before listening rather than after

@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .. import __version__
 from .config import ServeConfig
 from .errors import error_response, install
+from .mcp import McpEndpoint
 from .routes import router
 from .state import ServerState
 
@@ -43,6 +44,8 @@ def create_app(config: ServeConfig | None = None, *,
     opened or the server may not run as configured (``surrealdocs serve`` then stops)."""
     config = config or ServeConfig()
     state = ServerState(config, on_fatal)
+    mcp = McpEndpoint(state, allow_writes=config.mcp_allow_writes,
+                      max_chars=config.mcp_max_chars)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -50,6 +53,7 @@ def create_app(config: ServeConfig | None = None, *,
         try:
             yield
         finally:
+            await mcp.close()
             await state.close()
 
     app = FastAPI(
@@ -67,6 +71,7 @@ def create_app(config: ServeConfig | None = None, *,
         return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.mount("/mcp", mcp, name="mcp")
     app.add_middleware(BodyLimit, limit=config.max_request_bytes)
     app.add_middleware(PageHeaders)
     if config.cors_origins:

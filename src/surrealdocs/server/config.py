@@ -59,12 +59,19 @@ class ServeConfig:
     max_files: int = 1000
     # how long a key check (and the number of keys) is remembered, in seconds
     key_cache_seconds: float = 5.0
+    # the MCP endpoint (/mcp/): its write tools (for keys that may write), its result size
+    mcp_allow_writes: bool = False
+    mcp_max_chars: int = 8000
 
     def __post_init__(self) -> None:
         for name in ("max_file_bytes", "max_request_bytes", "max_files"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(self.mcp_max_chars, bool) or not isinstance(self.mcp_max_chars, int) \
+                or self.mcp_max_chars < 1000:
+            raise ConfigurationError(
+                f"mcp_max_chars must be an integer of at least 1000, got {self.mcp_max_chars!r}")
         if not 0 <= self.port <= 65535:
             raise ConfigurationError(f"port must be from 0 to 65535, got {self.port}")
         for origin in self.cors_origins:
