@@ -76,6 +76,9 @@ async def main() -> None:
     parser.add_argument("--modes", default="text,vector,hybrid")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--label", default="")
+    parser.add_argument("--passes", type=int, default=1,
+                        help="run the queries this many times and report the last pass"
+                             " (2: with the caches warm, as a long-running server has them)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     queries = load_queries(args.dataset, args.split, args.queries, args.long, args.seed)
@@ -108,6 +111,10 @@ async def main() -> None:
         for mode in modes:
             for q in queries[:10]:  # warm-up
                 await kb.search(q, mode=mode, limit=args.limit, per_document=not args.chunks)
+            for _ in range(args.passes - 1):
+                for q in queries:
+                    await kb.search(q, mode=mode, limit=args.limit,
+                                    per_document=not args.chunks)
             total, engine, trips, embeds = [], [], [], []
             for q in queries:
                 calls.clear()
@@ -131,6 +138,7 @@ async def main() -> None:
             print(mode, results[mode], file=sys.stderr, flush=True)
         stats = await kb.stats()
     report = {"label": args.label, "store": args.db, "chunks": stats.chunks,
+              "passes": args.passes,
               "queries": len(queries), "long": args.long, "per_document": not args.chunks,
               "limit": args.limit, "results": results}
     print(json.dumps(report, indent=2))
