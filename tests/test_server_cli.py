@@ -86,11 +86,15 @@ def test_serve_process(tmp_path: Path) -> None:
         hits = httpx.get(url + "/v1/search", params={"query": "storks", "mode": "text"}).json()
         assert hits["hits"][0]["source"] == "upload://n.txt"
         assert "<title>surrealdocs</title>" in httpx.get(url + "/").text
+        # another command on the served store is told where it is served
+        code, out = run("stats", "--db", db, "--model", "hashing-64")
+        assert code == 2 and "served by `surrealdocs serve` at http://127.0.0.1:" in out
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 0
         output = proc.stdout.read() if proc.stdout else ""
     assert "no API keys" in output and "loopback" in output
     assert (tmp_path / "db.uploads").is_dir() and not list((tmp_path / "db.uploads").iterdir())
+    assert not (tmp_path / "db.serving").exists()
 
 
 async def test_serve_exits_2_when_the_store_cannot_be_opened(tmp_path: Path) -> None:

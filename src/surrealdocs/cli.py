@@ -33,6 +33,7 @@ from .errors import NotFoundError, SurrealDocsError
 from .kb import KnowledgeBase
 from .results import FileResult, Hit, IngestReport
 from .search import MODES
+from .store.connection import resolve_url, serving_marker
 
 EVAL_MODES = ("text", "vector", "hybrid")  # the order of surrealdocs.evaluate.EVAL_MODES
 
@@ -599,8 +600,18 @@ def serve(
     # uvicorn raises the stopping signal again once it has shut down: a stop on request
     # (Ctrl+C, SIGTERM) is a success here
     signal.signal(signal.SIGTERM, _interrupt)
-    with contextlib.suppress(KeyboardInterrupt):
-        server.run()
+    # other commands on this store are told where it is served (they cannot open it)
+    marker = serving_marker(resolve_url(config.settings.db))
+    if marker is not None:
+        with contextlib.suppress(OSError):
+            marker.write_text(f"{os.getpid()}\nhttp://{where}:{port}/", encoding="utf-8")
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run()
+    finally:
+        if marker is not None:
+            with contextlib.suppress(OSError):
+                marker.unlink()
     if fatal:
         _fail(fatal[0])
     if not server.started:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -363,6 +364,27 @@ def _first_error(raw: Mapping[str, Any]) -> str | None:
     return str((meaningful or errors)[0].get("result"))
 
 
+def serving_marker(url: str) -> Path | None:
+    """Where ``surrealdocs serve`` notes that it serves a file store (next to its folder)."""
+    if urlparse(url).scheme not in FILE_SCHEMES:
+        return None
+    folder = Path(url.split("://", 1)[1])
+    return folder.with_name(folder.name + ".serving")
+
+
+def served_by(url: str) -> str | None:
+    """The address of the ``surrealdocs serve`` process serving this file store, if one
+    says so and is still running."""
+    marker = serving_marker(url)
+    try:
+        pid_text, address = marker.read_text(encoding="utf-8").split("\n", 1) \
+            if marker else ("", "")
+        os.kill(int(pid_text), 0)  # raises when that process is gone
+    except (OSError, ValueError):
+        return None
+    return address.strip() or None
+
+
 async def connect(settings: Settings | None = None) -> Store:
     """Open the store described by ``settings`` (an embedded file store by default)."""
     settings = settings or Settings.from_env()
@@ -406,7 +428,10 @@ async def connect(settings: Settings | None = None) -> Store:
             raise StoreError(f"cannot reach {url}: {exc}") from exc
         hint = ""
         if "lock" in str(exc).lower():
-            hint = " (another process has this database open; close it or use a server URL)"
+            served = served_by(url)
+            hint = (f" (it is served by `surrealdocs serve` at {served}: use its HTTP API,"
+                    " or stop it)" if served else
+                    " (another process has this database open; close it or use a server URL)")
         raise StoreError(f"cannot open {url}: {exc}{hint}") from exc
     return Store(client=client, url=url, namespace=settings.namespace, database=settings.database,
                  names=names, owned=True, renew=sign_in if scheme in REMOTE_SCHEMES else None)
