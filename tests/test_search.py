@@ -187,3 +187,20 @@ async def test_chunks_being_written_or_replaced_are_never_shown(kb: KnowledgeBas
                                    per_document=per_document)
             assert len(hits) == 6, (mode, per_document)
             assert all(h.document_id != str(doc) and "_g5_" not in h.chunk_id for h in hits)
+
+
+async def test_terms_in_most_chunks_are_left_out_once_counted(kb: KnowledgeBase) -> None:
+    texts = {f"n://{i}": f"Common words fill note {i} about everyday matters." for i in range(10)}
+    texts["n://rare"] = "Common words, and one narwhal."
+    texts["n://other"] = "Common words, and one axolotl."
+    await kb.ingest_texts(texts)
+    query = "common narwhal axolotl"
+    every = await kb.search(query, mode="text", limit=20)  # "common" not counted yet: kept
+    assert len(every) == 12
+    await kb.warm_up([query])  # now it is known to be in every chunk
+    informative = await kb.search(query, mode="text", limit=20)
+    assert {h.source for h in informative} == {"n://rare", "n://other"}
+    async with await KnowledgeBase.open(settings=kb.settings.replace(bm25_max_df=1.0)) as all_terms:
+        await all_terms.ingest_texts(texts)
+        await all_terms.warm_up([query])
+        assert len(await all_terms.search(query, mode="text", limit=20)) == 12

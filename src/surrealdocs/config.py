@@ -52,7 +52,8 @@ class Settings:
         analyzer_language: stemming language of the full-text analyzer (snowball).
         bm25_max_df: query terms found in more than this share of the chunks are left out
             of the BM25 query (they cost the engine a scan of that share of the table while
-            weighing little); ``1`` keeps every term.
+            weighing little: inverse document frequency below ln 3); ``1`` keeps every term.
+            A term's frequency is counted in the background the first time it is met.
         bm25_min_terms: the rarest this many query terms are kept whatever their frequency.
         chunked: ``False`` stores whole documents only: no chunks table, a BM25 index on the
             documents' ``content`` and no vectors (text search over documents).
@@ -125,7 +126,7 @@ class Settings:
     bm25_k1: float = 0.9
     bm25_b: float = 0.4
     analyzer_language: str = "english"
-    bm25_max_df: float = 1.0
+    bm25_max_df: float = 0.25
     bm25_min_terms: int = 2
     chunked: bool = True
     embed: bool = True

@@ -249,6 +249,7 @@ async def evaluate(dataset: str | Path | Dataset, *, settings: Settings | None =
                 f"documents that are not in {data.name}: evaluate on a fresh store, or on one "
                 "that holds this dataset only")
 
+        await kb.warm_up(data.queries.values())  # the same results from the first query on
         results: list[ModeResult] = []
         runs: dict[str, dict[str, list[str]]] = {}
         options = dict(search_options or {})

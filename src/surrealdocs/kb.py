@@ -33,7 +33,7 @@ from .ingest_jobs import IngestJobs
 from .jobs import JobService
 from .notebook import Notebook, NotebookService
 from .results import ChunkSpan, Document, FileResult, Hit, IngestReport, Passage, Stats
-from .search import Searcher
+from .search import Searcher, query_words
 from .store.connection import Store, connect
 from .store.documents import record_id
 from .store.names import Names
@@ -164,6 +164,7 @@ class KnowledgeBase:
         """Stop the job runner (a running job is resumed at the next open) and close the
         store, unless it is a connection the caller lent (:meth:`around`)."""
         await self.jobs.stop()
+        await self.storage.chunks.stop_counting()
         if self.store.owned:
             await self.store.close()
 
@@ -287,6 +288,14 @@ class KnowledgeBase:
             query, mode=mode, limit=limit, min_score=min_score, filters=filters,
             candidates=candidates, fusion=fusion, rrf_k=rrf_k, text_weight=text_weight,
             vector_weight=vector_weight, per_document=per_document, query_vector=query_vector)
+
+    async def warm_up(self, queries: Iterable[str]) -> None:
+        """Learn now what searches for these queries need (how common each BM25 term is),
+        instead of in the background of the first searches: results are then the same
+        from the first search on (evaluation does this)."""
+        if self.settings.chunked and self.settings.bm25_max_df < 1.0:
+            words = sorted({w for q in queries for w in query_words(q)})
+            await self.storage.chunks.count_terms(words)
 
     # ----- documents -------------------------------------------------------------------
     async def documents(self, *, offset: int = 0, limit: int = 50,

@@ -213,11 +213,14 @@ class Searcher:
 
         The engine scores every chunk that holds any query term, so a term in a quarter of
         the chunks costs a quarter of the table, while its inverse document frequency (and so
-        its weight in the score) is low. The rarest ``bm25_min_terms`` are always kept.
+        its weight in the score) is low. The rarest ``bm25_min_terms`` are always kept, and
+        so is a word whose frequency is not known yet (it is being counted).
         """
         chunks = self.storage.chunks
-        total, df = await asyncio.gather(chunks.total(), chunks.term_counts(words))
-        cap = self.settings.bm25_max_df * total
+        df = chunks.known_term_counts(words)  # a word not counted yet is kept
+        if not df:
+            return words
+        cap = self.settings.bm25_max_df * await chunks.total()
         kept = [w for w in words if df.get(w, 0) <= cap]
         if len(set(kept)) < self.settings.bm25_min_terms:
             rarest = sorted(set(words), key=lambda w: (df.get(w, 0), w))

@@ -82,6 +82,8 @@ class ChunkStorage:
         self._ready_until: dict[str, float] = {}  # indexes seen ready, until when to trust it
         self._total: tuple[int, float] | None = None  # chunk count, until when to trust it
         self._term_counts: dict[str, tuple[int, float]] = {}  # word -> (chunks, until when)
+        self._counting: set[str] = set()  # words being counted in the background
+        self._counters: set[asyncio.Task[None]] = set()
 
     # ----- rows -----------------------------------------------------------------------
     def rows(self, doc: RecordID, chunks: Sequence[Chunk], vectors: Any = None, *,
@@ -439,22 +441,53 @@ class ChunkStorage:
             self._total = (await self.count(), now + COUNT_CACHE_SECONDS)
         return self._total[0]
 
-    async def term_counts(self, words: Sequence[str]) -> dict[str, int]:
-        """In how many chunks each query word occurs (its document frequency), counted by
-        the full-text index once per word and remembered for ``TERM_CACHE_SECONDS``."""
+    def known_term_counts(self, words: Sequence[str]) -> dict[str, int]:
+        """In how many chunks each query word occurs (its document frequency), for the words
+        counted already; the others are counted in the background (a count costs about what
+        the word costs in a search: it is never paid by the search that first meets it) and
+        remembered for ``TERM_CACHE_SECONDS``."""
         now = asyncio.get_running_loop().time()
-        missing = sorted({w for w in words
-                          if w not in self._term_counts or self._term_counts[w][1] < now})
+        known, missing = {}, []
+        for word in words:
+            entry = self._term_counts.get(word)
+            if entry is not None and entry[1] >= now:
+                known[word] = entry[0]
+            elif word not in self._counting:
+                missing.append(word)
         if missing:
-            counts = await self.store.run(*(Statement(
-                f"SELECT count() AS n FROM {self.table} WHERE content @1@ $w{i} GROUP ALL;",
-                {f"w{i}": word}) for i, word in enumerate(missing)))
-            if len(self._term_counts) > TERM_CACHE_SIZE:
-                self._term_counts.clear()
-            for word, rows in zip(missing, counts):
-                n = int(rows[0]["n"]) if rows else 0
-                self._term_counts[word] = (n, now + TERM_CACHE_SECONDS)
-        return {w: self._term_counts[w][0] for w in words}
+            self._counting.update(missing)
+            task = asyncio.get_running_loop().create_task(self._count_terms(missing))
+            self._counters.add(task)
+            task.add_done_callback(self._counters.discard)
+        return known
+
+    async def count_terms(self, words: Sequence[str]) -> None:
+        """Count the words now (so that the next searches know their frequencies)."""
+        now = asyncio.get_running_loop().time()
+        missing = sorted({w for w in words if w not in self._term_counts
+                          or self._term_counts[w][1] < now})
+        await self._count_terms(missing)
+
+    async def _count_terms(self, words: list[str]) -> None:
+        try:
+            for word in words:  # one at a time: searches go first
+                (rows,) = await self.store.query(
+                    f"SELECT count() AS n FROM {self.table} WHERE content @1@ $w GROUP ALL;",
+                    {"w": word})
+                if len(self._term_counts) > TERM_CACHE_SIZE:
+                    self._term_counts.clear()
+                self._term_counts[word] = (int(rows[0]["n"]) if rows else 0,
+                                           asyncio.get_running_loop().time()
+                                           + TERM_CACHE_SECONDS)
+        except Exception:  # the store closed: counted another time
+            pass
+        finally:
+            self._counting.difference_update(words)
+
+    async def stop_counting(self) -> None:
+        for task in list(self._counters):
+            task.cancel()
+        await asyncio.gather(*self._counters, return_exceptions=True)
 
     async def details(self, chunks: Sequence[RecordID]) -> dict[str, dict[str, Any]]:
         """What a hit shows of each chunk (text, position, its document's source, title and
