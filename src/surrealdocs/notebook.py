@@ -453,7 +453,15 @@ class NotebookService:
         batch = self._embedding.batch_size
         for start in range(0, len(chunks), batch):
             part = chunks[start:start + batch]
-            vectors = await self._embedding.documents([c.content for c in part])
+            # a chunk whose text is stored already (the previous generation's, or any
+            # other) keeps that vector: only new texts are embedded, each once
+            texts = {sha256(c.content): c.content for c in part}
+            known: dict[str, Any] = await storage.chunks.vectors_by_hash(list(texts))
+            missing = [h for h in texts if h not in known]
+            if missing:
+                known.update(zip(missing, await self._embedding.documents(
+                    [texts[h] for h in missing])))
+            vectors = [known[sha256(c.content)] for c in part]
             rows = storage.chunks.rows(target, part, vectors, generation=generation,
                                        notebooks=notebooks)
             async with self.kb.store.write_lock:

@@ -38,9 +38,12 @@ def jsonable(value: Any) -> Any:
 
 @dataclass
 class FileResult:
-    """What happened to one source. ``status`` is one of :data:`STATUSES`; an
-    ``unchanged`` source (skipped before extraction) has the outcome of its last ingest in
-    ``last_status`` (``ingested``, ``duplicate``, ``failed`` or ``empty``, with ``reason``)."""
+    """What happened to one source. ``status`` is one of :data:`STATUSES` (a sync adds
+    ``renamed`` and ``deleted``); an ``unchanged`` source (skipped before extraction) has the
+    outcome of its last ingest in ``last_status`` (``ingested``, ``duplicate``, ``failed`` or
+    ``empty``, with ``reason``). ``chunks`` is how many chunks a written document has,
+    ``embedded`` how many of their texts the model embedded (the others kept vectors that
+    were stored already). A renamed source names its old path in ``previous``."""
 
     source: str
     status: str
@@ -49,6 +52,8 @@ class FileResult:
     reason: str | None = None
     seconds: float = 0.0
     last_status: str | None = None
+    embedded: int = 0
+    previous: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = jsonable(self)
@@ -77,10 +82,16 @@ class IngestReport:
     def chunks_written(self) -> int:
         return sum(r.chunks for r in self.results if r.status in ("ingested", "updated"))
 
+    @property
+    def chunks_embedded(self) -> int:
+        """Chunk texts the model embedded (the rest of ``chunks_written`` reused vectors)."""
+        return sum(r.embedded for r in self.results)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "counts": self.counts,
             "chunks_written": self.chunks_written,
+            "chunks_embedded": self.chunks_embedded,
             "seconds": round(self.seconds, 3),
             "index_rebuilt": self.index_rebuilt,
             "results": [r.to_dict() for r in self.results],

@@ -23,7 +23,9 @@ vector tables and the counters that decide when an HNSW graph is rebuilt.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
@@ -34,7 +36,7 @@ from ..config import Settings
 from ..errors import StoreError
 from ..filters import Filters
 from .conditions import filter_conditions
-from .connection import Statement, Store
+from .connection import STALE_MARK, Statement, Store
 from .schema import hnsw_index_sql
 
 STATEMENTS_PER_ROUND_TRIP = 10
@@ -54,6 +56,15 @@ _DETAIL_FIELDS = (
     "id, document, content, chunk_index, char_start, char_end, page_number, last_page,"
     " document.source AS source, document.title AS title, document.mime_type AS mime_type"
 )
+
+
+@dataclass(frozen=True)
+class Move:
+    """A stored chunk that becomes chunk ``chunk.index`` of another document (same text,
+    its new place)."""
+
+    id: RecordID
+    chunk: Chunk
 
 
 class ChunkStorage:
@@ -100,18 +111,84 @@ class ChunkStorage:
         return out
 
     async def insert(self, rows: Sequence[dict[str, Any]],
-                     heartbeat: Statement | None = None) -> None:
+                     heartbeat: Statement | None = None) -> list[RecordID]:
         """Insert rows, ``insert_batch_size`` per statement, several statements per round
         trip (each statement is its own transaction). ``heartbeat`` runs with every round
-        trip (a writer marking its document as still being written)."""
+        trip (a writer marking its document as still being written). Returns the ids the
+        rows got.
+
+        A chunk moved into a newer document keeps its id, which derives from the document
+        it was first written for: should that document's text come back, a row may find
+        its id taken. Such a row gets a fresh id instead.
+        """
         batch = self.settings.insert_batch_size
         step = batch * STATEMENTS_PER_ROUND_TRIP
+        ids: list[RecordID] = []
         for start in range(0, len(rows), step):
-            group = rows[start:start + step]
+            group = await self._free_ids(rows[start:start + step])
             statements = [Statement(f"INSERT INTO {self.table} $rows{n} RETURN NONE;",
                                     {f"rows{n}": list(group[i:i + batch])})
                           for n, i in enumerate(range(0, len(group), batch))]
             await self.store.run(*statements, *([heartbeat] if heartbeat else []))
+            ids += [row["id"] for row in group]
+        return ids
+
+    async def _free_ids(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        (taken,) = await self.store.query("RETURN $ids.filter(|$i| record::exists($i));",
+                                          {"ids": [row["id"] for row in rows]})
+        if not taken:
+            return list(rows)
+        busy = {str(t) for t in taken}
+        return [{**row, "id": RecordID(self.table, f"{row['id'].id}_{uuid.uuid4().hex[:8]}")}
+                if str(row["id"]) in busy else row for row in rows]
+
+    # ----- reusing what is stored -------------------------------------------------------
+    async def text_hashes(self, doc: RecordID, generation: int) -> list[dict[str, Any]]:
+        """Id and text hash of each chunk of one generation of a document, in order."""
+        (rows,) = await self.store.query(
+            f"SELECT id, chunk_index, text_hash FROM {self.table}"
+            " WHERE document = $doc AND generation = $generation ORDER BY chunk_index;",
+            {"doc": doc, "generation": generation})
+        return list(rows or [])
+
+    async def vectors_by_hash(self, hashes: Collection[str]) -> dict[str, list[float]]:
+        """A stored vector for each of these text hashes that some chunk has (any chunk of
+        any document: a store is bound to one model, so the same text has the same
+        vector)."""
+        out: dict[str, list[float]] = {}
+        wanted = sorted(hashes)
+        for start in range(0, len(wanted), 500):
+            (rows,) = await self.store.query(
+                f"SELECT text_hash, embedding FROM {self.table}"
+                " WHERE text_hash IN $hashes AND embedding != NONE;",
+                {"hashes": wanted[start:start + 500]})
+            for row in rows or []:
+                out.setdefault(row["text_hash"], row["embedding"])
+        return out
+
+    def move_statement(self, doc: RecordID, old: RecordID, generation: int,
+                       moves: Sequence[Move]) -> Statement:
+        """Make chunks of ``old`` (of its ``generation``) chunks of ``doc`` in their new
+        places, keeping their text, vector and notebook copies; refuses (THROW) when any of
+        them is no longer such a chunk. For the transaction that completes ``doc``, before
+        ``old`` (and the rest of its chunks) is deleted."""
+        if not moves:
+            return Statement("")
+        items = []
+        for m in moves:
+            c = m.chunk
+            items.append({"id": m.id, "i": c.index, "s": c.char_start, "e": c.char_end,
+                          "p": c.first_page, "l": (c.last_page or c.first_page)
+                          if c.first_page is not None else None})
+        return Statement(
+            "IF ((SELECT count() AS n FROM $mv_ids WHERE document = $mv_old"
+            " AND generation = $mv_generation GROUP ALL)[0].n OR 0) != array::len($mv_ids)"
+            f" {{ THROW '{STALE_MARK}' }};"
+            " FOR $m IN $mv_items { UPDATE $m.id SET document = $mv_doc, generation = 0,"
+            " chunk_index = $m.i, char_start = $m.s, char_end = $m.e, page_number = $m.p,"
+            " first_page = $m.p, last_page = $m.l RETURN NONE; };",
+            {"mv_ids": [m.id for m in moves], "mv_old": old, "mv_generation": generation,
+             "mv_items": items, "mv_doc": doc})
 
     async def count(self) -> int:
         (rows,) = await self.store.query(f"SELECT count() AS n FROM {self.table} GROUP ALL;")
@@ -212,22 +289,50 @@ class ChunkStorage:
                                                 " AND generation = $doc.generation")
         return statements
 
-    def inherit_statements(self, doc: RecordID, notebooks: Sequence[RecordID]) -> list[Statement]:
-        """The chunk side of a new version of a source keeping the old one's notebooks."""
-        statements = [Statement(
-            f"UPDATE {self.table} SET notebooks = $inherit_nbs WHERE document = $doc"
-            " RETURN NONE;", {"doc": doc, "inherit_nbs": list(notebooks)})]
+    def inherit_statements(self, doc: RecordID, notebooks: Sequence[RecordID], *,
+                           moved_from: RecordID | None = None,
+                           inserted: Sequence[RecordID] = ()) -> list[Statement]:
+        """The chunk side of a new version of a source keeping the old one's notebooks.
+
+        When chunks were moved from the old version (``moved_from``) they are in those
+        notebooks already, vector copies included: their copies are re-pointed, and only
+        the ``inserted`` chunks are added."""
+        if moved_from is None:
+            statements = [Statement(
+                f"UPDATE {self.table} SET notebooks = $inherit_nbs WHERE document = $doc"
+                " RETURN NONE;", {"doc": doc, "inherit_nbs": list(notebooks)})]
+            for nb in notebooks:
+                statements += self._copy_statements(doc, nb, "")
+            return statements
+        statements = [Statement("UPDATE $inherit_ids SET notebooks = $inherit_nbs RETURN NONE;",
+                                {"inherit_ids": list(inserted),
+                                 "inherit_nbs": list(notebooks)})]
+        if not self.settings.vectors:
+            return statements
         for nb in notebooks:
-            statements += self._copy_statements(doc, nb, "")
+            t = self.notebook_table(nb)
+            statements.append(Statement(
+                f"UPDATE {t} SET document = $doc WHERE document = $inherit_old RETURN NONE;",
+                {"doc": doc, "inherit_old": moved_from}))
+            statements += self._copy_statements(doc, nb, "", ids=inserted)
         return statements
 
     def _copy_statements(self, doc: RecordID, notebook: RecordID, condition: str,
-                         params: dict[str, Any] | None = None) -> list[Statement]:
-        """Copy a document's vectors into a notebook's table (ids mirror the chunks') and
-        count them as pending in that table's index."""
+                         params: dict[str, Any] | None = None, *,
+                         ids: Sequence[RecordID] | None = None) -> list[Statement]:
+        """Copy a document's vectors (or those of the chunks ``ids``) into a notebook's
+        table (ids mirror the chunks') and count them as pending in that table's index."""
         if not self.settings.vectors:
             return []
         t = self.notebook_table(notebook)
+        if ids is not None:
+            return [Statement(
+                f"INSERT INTO {t} (SELECT type::record('{t}', record::id(id)) AS id,"
+                " id AS chunk, document, embedding FROM $inherit_ids WHERE embedding != NONE)"
+                f" RETURN NONE; UPSERT ${t}_pending SET pending_vectors ="
+                " (pending_vectors OR 0) + array::len((SELECT VALUE id FROM $inherit_ids"
+                " WHERE embedding != NONE)) RETURN NONE;",
+                {"inherit_ids": list(ids), f"{t}_pending": self._pending_key(t)})]
         return [Statement(
             f"INSERT INTO {t} (SELECT type::record('{t}', record::id(id)) AS id, id AS chunk,"
             f" document, embedding FROM {self.table}"
