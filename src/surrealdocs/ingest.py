@@ -131,6 +131,13 @@ class Ingestor:
         report.seconds = time.perf_counter() - started
         return report
 
+    async def ingest_files(self, paths: Sequence[Path], *,
+                           on_result: ProgressCallback | None = None) -> list[FileResult]:
+        """Ingest files found already (absolute paths), without checking for an HNSW
+        rebuild (the caller does, once: :meth:`rebuild_if_due`)."""
+        return await self._run([_Source(key=str(p), path=p) for p in paths], False, False,
+                               on_result)
+
     async def ingest_bytes(self, data: bytes, mime_type: str, source: str, *,
                            force: bool = False, retry_failed: bool = False) -> FileResult:
         (result,) = await self._run(
@@ -389,7 +396,7 @@ class Ingestor:
             "metadata": doc.metadata, "detected_languages": doc.detected_languages,
             "keywords": doc.keywords,
             "quality_score": doc.quality_score, "page_count": doc.page_count,
-            "page_starts": doc.page_starts, "chunk_count": len(rows),
+            "page_starts": doc.page_starts, "chunk_count": len(doc.chunks),
             "embedding_model": self.embedding.name if self.embedding else None,
         })
         try:

@@ -316,6 +316,21 @@ class NotebookService:
         await self.storage.chunks.rebuild_notebook_if_due(nb)
         return report
 
+    async def link_documents(self, notebook: Notebook | Any, docs: Iterable[Any], *,
+                             dry_run: bool = False) -> int:
+        """Put documents (ids) in ``notebook``, those not in it yet; how many that is
+        (with ``dry_run``: how many it would be, changing nothing)."""
+        nb = await self.resolve(notebook)
+        ids = sorted({self.storage.documents.document_id(d) for d in docs}, key=str)
+        missing = await self.storage.documents.not_in_notebook(ids, nb) if ids else []
+        if dry_run:
+            return len(missing)
+        for doc in missing:
+            await self._set_membership(doc, nb, add=True, rebuild=False)
+        if missing:
+            await self.storage.chunks.rebuild_notebook_if_due(nb)
+        return len(missing)
+
     async def save_source(self, source: Source) -> Source:
         """Create the source, or update its title/topics; new text makes a new source
         (ids are content hashes) that takes over the old one's notebooks."""

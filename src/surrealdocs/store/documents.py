@@ -190,6 +190,14 @@ class DocumentStorage:
                                         {"file": self.file_id(source)})
         return doc if isinstance(doc, RecordID) else None
 
+    async def not_in_notebook(self, docs: Sequence[RecordID],
+                              notebook: RecordID) -> list[RecordID]:
+        """Those of ``docs`` that are complete and not in ``notebook``."""
+        (ids,) = await self.store.query(
+            "SELECT VALUE id FROM $docs WHERE complete = true AND notebooks CONTAINSNOT $nb;",
+            {"docs": list(docs), "nb": notebook})
+        return list(ids or [])
+
     async def exclusive_to(self, notebook: RecordID) -> list[RecordID]:
         """Documents in ``notebook`` and in no other notebook."""
         (ids,) = await self.store.query(
