@@ -543,3 +543,91 @@ async def _shape(kb: KnowledgeBase) -> Any:
     for f in files:  # "duplicate" or "ingested" depends on which copy came first
         f["status"] = "stored" if f["status"] in ("ingested", "duplicate") else f["status"]
     return files, docs, chunks
+
+
+# ----- the command line -----------------------------------------------------------------
+def cli(*args: str) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from surrealdocs.cli import app
+
+    result = CliRunner().invoke(app, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), \
+        repr(result.exception)
+    assert "Traceback" not in result.output
+    return result.exit_code, result.output
+
+
+def test_cli_sync_dry_run_json_and_exit_codes(tmp_path: Path) -> None:
+    import json
+
+    db = str(tmp_path / "kb")
+    root = tmp_path / "docs"
+    write(root / "a.md", "# A\n\nAbout newts.")
+    write(root / "b.md", "# B\n\nAbout toads.")
+    opts = ("--db", db, "--model", "hashing-64")
+    code, out = cli("sync", str(root), *opts)
+    assert code == 0 and "Sync summary" in out and "2 files in 1 folder" in out, out
+    (root / "a.md").rename(root / "c.md")
+    (root / "b.md").unlink()
+    code, out = cli("sync", str(root), "--dry-run", *opts)
+    assert code == 0 and "Sync plan (dry run)" in out and "nothing was changed" in out
+    assert f"rename  {root / 'a.md'} -> {root / 'c.md'}" in out.replace("\n", ""), out
+    code, out = cli("sync", str(root), "--json", *opts)
+    report = json.loads(out)
+    assert code == 0 and report["counts"]["renamed"] == 1 and report["counts"]["deleted"] == 1
+    assert report["planned"]["rename"] == 1 and report["changes"][0]["previous"].endswith("a.md")
+    broken = root / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.4 truncated")
+    code, out = cli("sync", str(root), *opts)
+    assert code == 1 and "broken.pdf" in out
+    code, out = cli("sync", str(root), "--notebook", "Amphibians", "--json", *opts)
+    # the broken file is unchanged now (its failure is remembered): exit 0
+    assert code == 0 and json.loads(out)["linked"] == 1  # c.md's document; broken has none
+    for bad, expected in ((["--glob", "/etc/*"], "glob"), (["--glob", ""], "glob"),
+                          (["--watch", "--dry-run"], "do not go together"),
+                          (["--watch", "--settle", "0"], "settle")):
+        code, out = cli("sync", str(root), *bad, *opts)
+        assert code == 2 and expected in out, (bad, out)
+
+
+def test_cli_sync_watch_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    root = tmp_path / "docs"
+    write(root / "a.md", "# A\n\nAbout salamanders.")
+    cmd = [str(Path(sys.executable).with_name("surrealdocs")), "sync", str(root), "--watch",
+           "--settle", "0.1", "--db", str(tmp_path / "kb"), "--model", "hashing-64"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out: list[str] = []
+    err: list[str] = []
+    readers = [threading.Thread(target=lambda f=f, into=into: into.extend(f), daemon=True)
+               for f, into in ((proc.stdout, out), (proc.stderr, err))]
+    for reader in readers:
+        reader.start()
+
+    def wait_for(text: str, lines: list[str]) -> None:
+        deadline = time.monotonic() + 30
+        while not any(text in line for line in lines):
+            assert time.monotonic() < deadline and proc.poll() is None, \
+                f"no {text!r}:\n{''.join(out)}\n{''.join(err)}"
+            time.sleep(0.05)
+
+    try:
+        wait_for("watching 1 folder", err)  # the first pass is done
+        write(root / "b.md", "# B\n\nAbout axolotls.")
+        wait_for("b.md", out)
+        assert any("ingested" in line and "b.md" in line for line in out)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    for reader in readers:
+        reader.join(timeout=5)
+    assert proc.returncode == 0, "".join(err)
+    assert "Traceback" not in "".join(out + err) and any("stopped" in e for e in err)

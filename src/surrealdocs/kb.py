@@ -247,7 +247,6 @@ class KnowledgeBase:
             if on_pass:
                 on_pass(report)
 
-        await one_pass()
         ignore = [Path(self.store.url.split("://", 1)[1])] if self.store.file_backed else []
         await self._syncer.watch(roots, one_pass, settle=float(settle), ignore=ignore,
                                  stop=stop, on_changes=on_changes)

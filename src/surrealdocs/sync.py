@@ -48,6 +48,7 @@ from .results import FileResult, PlannedChange, SyncReport
 from .store.storage import Storage
 
 HASH_CONCURRENCY = 4
+WATCH_START_MS = 200  # how often the watcher wakes up when nothing happens
 READ_BLOCK = 1 << 20
 
 
@@ -250,8 +251,9 @@ class Syncer:
                     settle: float = 0.5, ignore: Sequence[Path] = (),
                     stop: asyncio.Event | None = None,
                     on_changes: Callable[[int], None] | None = None) -> None:
-        """Follow the folders: after each settled batch of changes, ``await pass_once()``.
-        Returns when ``stop`` is set (or the task is cancelled)."""
+        """``await pass_once()``, then again after each settled batch of changes in the
+        folders. The watcher starts before the first pass, so a change made during it is
+        not missed. Returns when ``stop`` is set (or the task is cancelled)."""
         import watchfiles
 
         folders = [Path(p).expanduser().resolve() for p in paths]
@@ -271,11 +273,17 @@ class Syncer:
             return True
 
         quiet_ms = max(int(settle * 1000), 50)
+        first = True
+        # The first (empty) batch comes once the watcher runs, after WATCH_START_MS.
         async for changes in watchfiles.awatch(
                 *folders, watch_filter=wanted, step=quiet_ms,
-                debounce=max(1600, quiet_ms * 4), stop_event=stop):
-            if on_changes:
+                debounce=max(1600, quiet_ms * 4), stop_event=stop,
+                rust_timeout=WATCH_START_MS, yield_on_timeout=True):
+            if not (first or changes):
+                continue
+            if changes and on_changes:
                 on_changes(len(changes))
+            first = False
             await pass_once()
 
 
