@@ -2,7 +2,8 @@
 edit of the largest book, against re-ingesting that book the way ingest did before chunk
 reuse (every chunk embedded and written again).
 
-    python bench/sync.py [CORPUS_DIR] [--model all-minilm-l6-v2] [--book txt/book-war-and-peace-1225p.txt]
+    python bench/sync.py [CORPUS_DIR] [--model all-minilm-l6-v2]
+                         [--book txt/book-war-and-peace-1225p.txt]
 
 The corpus is copied to a temporary folder (it is read-only and stays untouched), its files
 dated a day back (a file written in the last seconds is hashed instead of trusted by its

@@ -24,6 +24,8 @@ import surrealdocs.sync as sync_module
 from surrealdocs import ConfigurationError, KnowledgeBase, Settings
 from surrealdocs.embed.hashing import HashingEmbedder
 
+pytest_plugins = ["remote_engine"]
+
 
 class CountingEmbedder(HashingEmbedder):
     """The hashing model, counting the texts it embeds."""
@@ -500,6 +502,31 @@ async def test_watch_follows_creates_edits_and_deletes(kb: KnowledgeBase,
         await asyncio.wait_for(task, 10)
     assert len(passes) >= 4
     await healthy(kb)
+
+
+@pytest.mark.parametrize("transport", ["ws", "http"])
+async def test_sync_on_a_server(remote_engine: Any, transport: str, tmp_path: Path) -> None:
+    """The same passes over SurrealDB's RPC (the moves run in the server's transaction)."""
+    embedder = CountingEmbedder()
+    settings = remote_engine.settings(transport, chunk_size=300, chunk_overlap=30)
+    async with await KnowledgeBase.open(settings=settings, embedder=embedder) as kb:
+        root = tmp_path / "docs"
+        texts = paragraphs(12)
+        book = write(root / "book.md", "\n\n".join(texts))
+        other = write(root / "other.md", "# Other\n\nAbout hedgehogs.")
+        await kb.sync([root])
+        texts[6] = "Paragraph 6 is about porcupines now."
+        write(book, "\n\n".join(texts))
+        other.rename(root / "renamed.md")
+        embedder.texts.clear()
+        report = await kb.sync([root])
+        assert (report.counts["updated"], report.counts["renamed"]) == (1, 1)
+        assert 1 <= len(embedder.texts) <= 3
+        book.unlink()
+        assert (await kb.sync([root])).counts["deleted"] == 1
+        assert await kb.search("porcupines", mode="text") == []
+        assert await kb.search("hedgehogs", mode="text")
+        await healthy(kb)
 
 
 async def test_bad_arguments(kb: KnowledgeBase, tmp_path: Path) -> None:
