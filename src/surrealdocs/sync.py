@@ -109,10 +109,12 @@ class Syncer:
         stored = {r["path"]: r for r in await self.storage.documents.files_under(
             [str(r) for r, _ in roots])
             if _in_scope(r["path"], roots, pattern)}
-        protected = [p.source for p in found.problems if p.status == "failed"] + scope_problems
         seen = await asyncio.to_thread(_stat_all, found.files)
         plan.problems += [Problem(path, reason) for path, reason in seen if isinstance(reason, str)]
         files = [s for _, s in seen if isinstance(s, _Seen)]
+        # what could not be read is not gone: nothing under it is deleted (if it really
+        # vanished, a later pass finds it so)
+        protected = [p.source for p in plan.problems if p.status == "failed"] + scope_problems
 
         # what the records say, and the bytes of whatever they cannot vouch for
         to_hash = [s for s in files if not _same_stat(s, stored.get(s.path))
@@ -163,7 +165,7 @@ class Syncer:
                 known.setdefault((r["file_hash"], _suffix(r["path"])), r)
         for s in left:
             record = known.get((s.file_hash or "", _suffix(s.path)))
-            if record is not None:
+            if record is not None and record["path"] != s.path:
                 plan.copies.append((s, record))
             else:
                 plan.adds.append(s)
