@@ -184,3 +184,70 @@ def test_sigkill_at_random_moments_then_the_next_sync_converges(tmp_path: Path) 
     assert kills >= KILLS
     print(f"{kills} kills in {runs} runs, {rounds} rounds of changes,"
           f" {time.monotonic() - started:.1f} s")
+
+
+def test_crash_before_the_moving_transaction_leaves_the_old_version_whole(
+        tmp_path: Path) -> None:
+    """The process dies when the new version's chunks are inserted and the transaction that
+    would move the unchanged ones over is about to run: the old version is intact and
+    searchable, the new one's debris goes at the next open, and the next sync converges."""
+    root = tmp_path / "folder"
+    book = root / "book.txt"
+    root.mkdir()
+    def word(n: int) -> str:  # letters only: the analyzer splits letters from digits
+        return "zq" + "".join(chr(ord("a") + int(d)) for d in str(n))
+
+    paragraphs = [f"Paragraph {k} of the book. " + " ".join(
+        word(k * 100 + j) for j in range(50)) for k in range(30)]
+    book.write_text("\n\n".join(paragraphs))
+    db = str(tmp_path / "kb")
+    settings = Settings(db=db, model="hashing-64", **CHUNKING)
+
+    async def first() -> int:
+        async with await KnowledgeBase.open(settings=settings) as kb:
+            report = await kb.sync([root])
+            return report.chunks_written
+
+    chunks = asyncio.run(first())
+    paragraphs[12] = "Paragraph 12 now tells of a quokka."
+    book.write_text("\n\n".join(paragraphs))
+    script = textwrap.dedent(f"""
+        import asyncio, os
+        from surrealdocs import KnowledgeBase, Settings
+        from surrealdocs.store.connection import Store
+
+        real = Store.transaction
+
+        async def crash(self, *statements):
+            if any("FOR $m IN $mv_items" in s.sql for s in statements):
+                os._exit(9)  # the new chunks are written; the moves never commit
+            return await real(self, *statements)
+
+        Store.transaction = crash
+
+        async def main():
+            settings = Settings(db={db!r}, model="hashing-64", chunk_size=300,
+                                chunk_overlap=30)
+            async with await KnowledgeBase.open(settings=settings) as kb:
+                await kb.sync([{str(root)!r}])
+
+        asyncio.run(main())
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert proc.returncode == 9, proc.stderr.decode()[-2000:]
+
+    async def after() -> None:
+        async with await KnowledgeBase.open(settings=settings) as kb:
+            state = await shape(kb)
+            consistent(state)
+            (doc,) = state["documents"]
+            assert doc["chunk_count"] == chunks and len(state["chunks"]) == chunks
+            assert await kb.search("quokka", mode="text") == []
+            assert await kb.search(word(1210), mode="text")  # paragraph 12's old words
+            report = await kb.sync([root])
+            assert report.counts["updated"] == 1 and 1 <= report.chunks_embedded <= 3
+            consistent(await shape(kb))
+            assert await kb.search("quokka", mode="text")
+            assert await kb.search(word(1210), mode="text") == []
+
+    asyncio.run(after())
