@@ -325,6 +325,7 @@ class Ingestor:
             return plan
         storage = self.storage
         hashes = [sha256(c.content) for c in chunks]
+        hash_of = {id(c): h for c, h in zip(chunks, hashes)}
         moved: set[int] = set()
         sole = await storage.documents.sole_source_document(key) if moves else None
         if sole is not None and sole[0] != doc_id:
@@ -340,7 +341,7 @@ class Ingestor:
         plan.insert = [c for c in chunks if c.index not in moved]
         if self.embedding is None:
             return plan
-        wanted = {sha256(c.content): c.content for c in plan.insert}
+        wanted = {hash_of[id(c)]: c.content for c in plan.insert}
         missing = [h for h in wanted if h not in known]
         if missing:
             known.update(await storage.chunks.vectors_by_hash(missing))
@@ -348,7 +349,7 @@ class Ingestor:
         if missing:
             known.update(zip(missing, await self._embed([wanted[h] for h in missing])))
             plan.embedded = len(missing)
-        plan.vectors = [known[sha256(c.content)] for c in plan.insert]
+        plan.vectors = [known[hash_of[id(c)]] for c in plan.insert]
         return plan
 
     async def _wait_or_take_over(self, doc_id: RecordID, idle_seconds: int) -> None:

@@ -6,6 +6,12 @@ vector tables and the counters that decide when an HNSW graph is rebuilt.
   inserted ``settings.insert_batch_size`` per statement: the engine's full-text index makes
   large statements and transactions superlinear (1,000 chunks in one transaction: 62 s and
   10.6 GB, against 2.3 s as ten 100-row statements).
+- **Reuse**: every chunk carries ``text_hash``, the SHA-256 of its text, computed by the
+  engine (migration 8). A new version of a source takes the chunks of the old version whose
+  text did not change: :meth:`ChunkStorage.move_statement` re-points those rows (text,
+  vector, full-text and HNSW entries untouched) in the transaction that completes the new
+  version. Any other chunk whose text is stored takes that vector
+  (:meth:`ChunkStorage.vectors_by_hash`), so only new text is embedded.
 - **Generations**: re-chunking a document (a notebook source's vectorize job) writes a new
   generation beside the old one, switches the document to it in one small transaction, then
   deletes the old one. Searches show only chunks of the document's current generation, so

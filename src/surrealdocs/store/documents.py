@@ -2,8 +2,10 @@
 
 A document's id is the SHA-256 of its extracted text, so identical text from several
 sources is stored once; ``sources`` lists them and ``source`` is the primary one (UNIQUE).
-A ``files`` row per source remembers the raw bytes' hash and the outcome of its last ingest,
-so an unchanged source is skipped before extraction and a failure is not retried blindly.
+A ``files`` row per source remembers the raw bytes' hash, size, modification time and the
+outcome of its last ingest, so an unchanged source is skipped before extraction (a sync skips
+it without reading it) and a failure is not retried blindly; a sync re-points a renamed
+source's row (:meth:`DocumentStorage.rename_source`).
 
 A new document is written in steps (see :mod:`surrealdocs.ingest`): created with
 ``complete = false``, filled with chunks, then completed in one small transaction that also
