@@ -300,16 +300,24 @@ def sync_command(
 
     def on_pass(report: SyncReport) -> None:
         if as_json:
-            console.print(json.dumps(report.to_dict(), default=str), soft_wrap=True)
-        elif passes[1:] and (report.changes or report.failures):  # the first is summed up
+            console.print(json.dumps(report.to_dict(), default=str), soft_wrap=True,
+                          markup=False, highlight=False)
+        else:
             stamp = dt.datetime.now().strftime("%H:%M:%S")
             for r in report.results:
-                if r.status not in ("unchanged",):
-                    where = f"{escape(r.previous)} -> " if r.previous else ""
-                    why = f": {escape(r.reason)}" if r.reason and r.status in (
-                        "failed", "empty", "skipped") else ""
-                    console.print(f"{stamp} {r.status} {where}{escape(r.source)}{why}",
-                                  soft_wrap=True)
+                if r.status == "unchanged":
+                    continue
+                if r.status in ("failed", "skipped"):  # a path that stays unusable: once
+                    if (r.source, r.reason) in problems:
+                        continue
+                    problems.add((r.source, r.reason))
+                if not passes[1:]:
+                    continue  # the first pass is summed up
+                where = f"{escape(r.previous)} -> " if r.previous else ""
+                why = f": {escape(r.reason)}" if r.reason and r.status in (
+                    "failed", "empty", "skipped") else ""
+                console.print(f"{stamp} {r.status} {where}{escape(r.source)}{why}",
+                              soft_wrap=True)
         files = len(report.plan)
         line = (f"watching {folders} folder{'s' if folders != 1 else ''} ({files} files);"
                 f" last pass {dt.datetime.now():%H:%M:%S}"
@@ -339,6 +347,7 @@ def sync_command(
                        on_changes=on_changes, stop=stop)
 
     passes: list[float] = []
+    problems: set[tuple[str, str | None]] = set()
     try:
         if status is not None:
             with status:
