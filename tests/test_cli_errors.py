@@ -59,6 +59,10 @@ COMMANDS: list[tuple[str, list[str], str]] = [
     ("notebook create empty name", ["notebook", "create", " "], "name"),
     ("jobs bad status", ["jobs", "--status", "sleeping"], "status"),
     ("add empty glob", ["add", "N", str(SAMPLES), "--glob", ""], "glob"),
+    ("sync empty glob", ["sync", str(SAMPLES), "--glob", ""], "glob"),
+    ("sync glob up", ["sync", str(SAMPLES), "--glob", "../*"], "glob"),
+    ("sync watch dry run", ["sync", str(SAMPLES), "--watch", "--dry-run"], "together"),
+    ("sync watch bad settle", ["sync", str(SAMPLES), "--watch", "--settle", "-1"], "settle"),
 ]
 
 
@@ -71,7 +75,8 @@ def test_bad_command_options(db: str, args: list[str], expected: str) -> None:
 
 STORE_COMMANDS = [["stats"], ["search", "x"], ["ingest", str(SAMPLES / "bm25.txt")],
                   ["notebook", "list"], ["jobs"], ["delete", "x"], ["rebuild-index"],
-                  ["add", "N", str(SAMPLES / "bm25.txt")], ["notebook", "create", "N"]]
+                  ["add", "N", str(SAMPLES / "bm25.txt")], ["notebook", "create", "N"],
+                  ["sync", str(SAMPLES)]]
 
 
 @pytest.mark.parametrize("command", STORE_COMMANDS, ids=[" ".join(c[:2]) for c in STORE_COMMANDS])

@@ -80,7 +80,8 @@ async def test_chunks_without_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
     no_model(monkeypatch)
     async with await KnowledgeBase.open(settings=Settings(db="mem://", embed=False)) as kb:
         (info,) = await kb.store.query("INFO FOR TABLE chunks;")
-        assert set(info["indexes"]) == {"chunks_content_ft", "chunks_document", "chunks_notebooks"}
+        assert set(info["indexes"]) == {"chunks_content_ft", "chunks_document", "chunks_notebooks",
+                                        "chunks_text_hash"}
         report = await kb.ingest([SAMPLES])
         assert report.chunks_written > 5
         (embeddings, models, meta) = await kb.store.query(
@@ -180,7 +181,7 @@ async def test_version_1_store_is_upgraded(tmp_path: Path) -> None:
         (schema, info, debris) = await kb.store.query(
             "SELECT * FROM ONLY $k; INFO FOR TABLE documents;"
             " SELECT * FROM ONLY documents:debris;", {"k": Names().schema_key})
-        assert schema["version"] == SCHEMA_VERSION == 8
+        assert schema["version"] == SCHEMA_VERSION == 9
         assert "UNIQUE" in info["indexes"]["documents_source"]
         assert "keywords" in info["fields"]
         assert debris is None  # an incomplete document: the open recovered (deleted) it

@@ -20,7 +20,17 @@ from .filters import Filters
 from .jobs import Job, JobService
 from .kb import KnowledgeBase, SyncKnowledgeBase
 from .notebook import Note, Notebook, NotebookService, Source, SourceEmbedding, SourceMatch
-from .results import ChunkSpan, Document, FileResult, Hit, IngestReport, Passage, Stats
+from .results import (
+    ChunkSpan,
+    Document,
+    FileResult,
+    Hit,
+    IngestReport,
+    Passage,
+    PlannedChange,
+    Stats,
+    SyncReport,
+)
 from .store.connection import Store, connect
 
 __version__ = "0.1.0"
@@ -47,6 +57,7 @@ __all__ = [
     "Notebook",
     "NotebookService",
     "Passage",
+    "PlannedChange",
     "SchemaMismatchError",
     "SchemaNotInitializedError",
     "SchemaVersionError",
@@ -59,6 +70,7 @@ __all__ = [
     "StoreError",
     "SurrealDocsError",
     "SyncKnowledgeBase",
+    "SyncReport",
     "connect",
     "get_embedder",
 ]

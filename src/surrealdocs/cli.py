@@ -31,7 +31,7 @@ from rich.table import Table
 from .config import Settings
 from .errors import NotFoundError, SurrealDocsError
 from .kb import KnowledgeBase
-from .results import FileResult, Hit, IngestReport
+from .results import FileResult, Hit, IngestReport, SyncReport
 from .search import MODES
 from .store.connection import resolve_url, serving_marker
 
@@ -171,8 +171,8 @@ def ingest(
 class _ingest_progress:
     """A progress bar over the files of one ingest (not shown for JSON or when piped)."""
 
-    def __init__(self, quiet: bool) -> None:
-        self.progress = Progress(TextColumn("[bold]ingest"), BarColumn(), MofNCompleteColumn(),
+    def __init__(self, quiet: bool, label: str = "ingest") -> None:
+        self.progress = Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), TextColumn("{task.description}"),
                                  console=err_console,
                                  disable=quiet or not err_console.is_terminal)
@@ -218,9 +218,13 @@ def _print_report(report: IngestReport) -> None:
     console.print(table)
     rate = files / report.seconds if report.seconds else 0.0
     console.print(
-        f"{files} files, {report.chunks_written} chunks written in {report.seconds:.1f} s"
+        f"{files} files, {report.chunks_written} chunks written"
+        f" ({report.chunks_embedded} embedded) in {report.seconds:.1f} s"
         f" ({rate:.1f} files/s)" + ("; vector index rebuilt" if report.index_rebuilt else ""))
-    problems = report.failures
+    _print_problems(report.failures)
+
+
+def _print_problems(problems: list[FileResult]) -> None:
     if problems:
         ptable = Table(title="Files without a document", show_header=True)
         ptable.add_column("file", overflow="fold")
@@ -229,6 +233,173 @@ def _print_report(report: IngestReport) -> None:
         for r in sorted(problems, key=lambda r: (r.status, r.source)):
             ptable.add_row(escape(r.source), r.status, escape(r.reason or ""))
         console.print(ptable)
+
+
+# ----- sync ------------------------------------------------------------------------------
+_SYNC_LABELS = {
+    "ingested": "added", "updated": "updated (content changed)",
+    "renamed": "renamed or moved (nothing extracted)",
+    "deleted": "removed (no longer in the folders)",
+    "duplicate": "added, content stored already", "unchanged": "unchanged",
+    "empty": "no text", "failed": "failed", "skipped": "skipped (links out of the folder, FIFOs)",
+}
+_SHOWN_CHANGES = 200
+
+
+@app.command("sync")
+@store_options
+def sync_command(
+    paths: Annotated[list[Path], typer.Argument(help="Folders to mirror")],
+    glob: Annotated[str, typer.Option(help="Pattern for files inside the folders")] = "**/*",
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the plan and change nothing")] = False,
+    notebook: Annotated[str | None, typer.Option(
+        "--notebook", help="Also put the folders' sources in this notebook (created on"
+                           " use)")] = None,
+    watch: Annotated[bool, typer.Option(
+        "--watch", help="After the first pass, follow the folders and apply changes as"
+                        " they settle (Ctrl-C stops)")] = False,
+    settle: Annotated[float, typer.Option(
+        help="With --watch: seconds without a new change before a batch is applied")] = 0.5,
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
+) -> None:
+    """Make the store mirror folders: add new files, replace changed ones (embedding only
+    their new chunks), re-point renamed ones, remove vanished ones. Sources outside the
+    folders are never touched."""
+    if watch and dry_run:
+        _fail("--watch and --dry-run do not go together: a dry run changes nothing to follow")
+
+    async def resolve(kb: KnowledgeBase) -> Any:
+        if notebook is None:
+            return None
+        try:
+            return await kb.notebooks.get_notebook(notebook)
+        except NotFoundError:
+            if dry_run:
+                console.print(f"notebook {escape(notebook)} does not exist yet: the sync"
+                              " will create it")
+                return None
+            return await kb.notebooks.create_notebook(notebook)
+
+    if not watch:
+        with _ingest_progress(as_json, "sync") as (on_discovered, on_result):
+            async def once(kb: KnowledgeBase) -> SyncReport:
+                return await kb.sync(paths, glob=glob, dry_run=dry_run,
+                                     notebook=await resolve(kb), on_result=on_result,
+                                     on_discovered=on_discovered)
+
+            report = _with_kb(store, once)
+        if as_json:
+            _print_json(report.to_dict())
+        else:
+            _print_sync(report)
+        raise typer.Exit(1 if report.counts["failed"] else 0)
+
+    status = err_console.status("sync: first pass") if err_console.is_terminal and \
+        not as_json else None
+    folders = len(paths)
+
+    def on_pass(report: SyncReport) -> None:
+        if as_json:
+            console.print(json.dumps(report.to_dict(), default=str), soft_wrap=True,
+                          markup=False, highlight=False)
+        else:
+            stamp = dt.datetime.now().strftime("%H:%M:%S")
+            for r in report.results:
+                if r.status == "unchanged":
+                    continue
+                if r.status in ("failed", "skipped"):  # a path that stays unusable: once
+                    if (r.source, r.reason) in problems:
+                        continue
+                    problems.add((r.source, r.reason))
+                if not passes[1:]:
+                    continue  # the first pass is summed up
+                where = f"{escape(r.previous)} -> " if r.previous else ""
+                why = f": {escape(r.reason)}" if r.reason and r.status in (
+                    "failed", "empty", "skipped") else ""
+                console.print(f"{stamp} {r.status} {where}{escape(r.source)}{why}",
+                              soft_wrap=True)
+        files = len(report.plan)
+        line = (f"watching {folders} folder{'s' if folders != 1 else ''} ({files} files);"
+                f" last pass {dt.datetime.now():%H:%M:%S}"
+                f" ({report.seconds:.1f} s); Ctrl-C to stop")
+        if status is not None:
+            status.update(line)
+
+    def on_changes(n: int) -> None:
+        if status is not None:
+            status.update(f"sync: {n} change{'s' if n != 1 else ''} settled, applying")
+
+    async def follow(kb: KnowledgeBase) -> None:
+        nb = await resolve(kb)
+        stop = asyncio.Event()  # SIGTERM stops as Ctrl-C does, once the pass at hand is done
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+
+        def first(report: SyncReport) -> None:
+            if not passes and not as_json:
+                _print_sync(report)
+                err_console.print(f"watching {folders} folder"
+                                  f"{'s' if folders != 1 else ''}; Ctrl-C to stop")
+            passes.append(report.seconds)
+            on_pass(report)
+
+        await kb.watch(paths, glob=glob, notebook=nb, settle=settle, on_pass=first,
+                       on_changes=on_changes, stop=stop)
+
+    passes: list[float] = []
+    problems: set[tuple[str, str | None]] = set()
+    try:
+        if status is not None:
+            with status:
+                _with_kb(store, follow)
+        else:
+            _with_kb(store, follow)
+    except KeyboardInterrupt:
+        err_console.print("stopped")
+    raise typer.Exit(0)
+
+
+def _print_sync(report: SyncReport) -> None:
+    if report.dry_run:
+        table = Table(title="Sync plan (dry run)", caption="nothing was changed",
+                      show_header=True)
+        table.add_column("action")
+        table.add_column("files", justify="right")
+        for action, n in report.planned.items():
+            table.add_row(action, str(n))
+        console.print(table)
+        changes = report.changes
+        for c in changes[:_SHOWN_CHANGES]:
+            detail = f"{escape(c.previous)} -> " if c.previous else ""
+            note = f" ({escape(c.reason)})" if c.reason else ""
+            console.print(f"{c.action:<7} {detail}{escape(c.source)}{note}", soft_wrap=True)
+        if len(changes) > _SHOWN_CHANGES:
+            console.print(f"... and {len(changes) - _SHOWN_CHANGES} more (--json lists all)")
+        if report.notebook or report.linked:
+            console.print(f"{report.linked} stored documents to put in the notebook")
+        _print_problems(report.failures)
+        return
+    counts = report.counts
+    table = Table(title="Sync summary", show_header=True)
+    table.add_column("result")
+    table.add_column("files", justify="right")
+    for status, label in _SYNC_LABELS.items():
+        style = {"failed": "red", "empty": "yellow"}.get(status, "")
+        table.add_row(f"[{style}]{label}[/]" if style else label, str(counts[status]))
+    console.print(table)
+    console.print(
+        f"{len(report.plan)} files in {len(report.roots)} folder"
+        f"{'s' if len(report.roots) != 1 else ''}: {report.chunks_written} chunks written"
+        f" ({report.chunks_embedded} embedded) in {report.seconds:.1f} s"
+        + (f"; {report.linked} documents put in the notebook" if report.linked else "")
+        + ("; vector index rebuilt" if report.index_rebuilt else ""))
+    moved = [r for r in report.results if r.status in ("renamed", "deleted")]
+    for r in moved[:_SHOWN_CHANGES]:
+        where = f"{escape(r.previous)} -> " if r.previous else ""
+        console.print(f"{r.status} {where}{escape(r.source)}", soft_wrap=True)
+    _print_problems(report.failures)
 
 
 # ----- search ----------------------------------------------------------------------------

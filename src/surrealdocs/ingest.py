@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import time
+from collections import defaultdict, deque
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,10 +28,11 @@ from surrealdb import RecordID
 from .config import Settings
 from .discover import discover
 from .embed import EmbeddingRunner
-from .errors import ConfigurationError
+from .errors import ConfigurationError, StoreError
 from .extract import Extracted, ExtractFailure, extract_bytes, extract_file
 from .results import STATUSES, FileResult, IngestReport
-from .store.connection import Statement
+from .store.chunks import IDS_TAKEN_MARK, Move
+from .store.connection import STALE_MARK, Statement
 from .store.documents import DocumentExistsError
 from .store.storage import Storage
 
@@ -41,9 +44,41 @@ T = TypeVar("T")
 # makes larger transactions slow; see Ingestor._write_new).
 SMALL_DOCUMENT_CHUNKS = 10
 
+# A modification time this recent (or in the future) is not recorded: a file changed again
+# within the file system's clock tick, at the same size, would look unchanged to a sync.
+RACY_SECONDS = 2.0
+# How often a write whose plan went stale (another writer changed the previous version
+# meanwhile) is planned again before it gives up moving chunks.
+STALE_RETRIES = 3
+
 
 def sha256(data: bytes | str) -> str:
     return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
+
+
+def recorded_mtime(info: os.stat_result) -> int | None:
+    """The modification time to remember for a file (``None`` when too recent to trust)."""
+    if info.st_mtime_ns > time.time_ns() - int(RACY_SECONDS * 1e9):
+        return None
+    return int(info.st_mtime_ns)
+
+
+class _Stale(Exception):
+    """The previous version a write planned to take chunks from changed meanwhile."""
+
+
+@dataclass
+class _ChunkPlan:
+    """How a new document gets its chunks: chunks of the source's previous version moved
+    over as they are (``moves``), and rows to insert with vectors that were stored already
+    or embedded now."""
+
+    moves: list[Move] = field(default_factory=list)
+    old: Any = None  # the previous version the moves come from
+    old_generation: int = 0
+    insert: list[Any] = field(default_factory=list)  # the chunks to insert
+    vectors: Any = None  # their vectors (None without vectors)
+    embedded: int = 0  # texts the model embedded for this plan
 
 
 @dataclass
@@ -54,6 +89,7 @@ class _Source:
     data: bytes | None = None
     path: Path | None = None
     mime_type: str | None = None
+    mtime_ns: int | None = None
 
 
 class Ingestor:
@@ -74,6 +110,10 @@ class Ingestor:
         self.settings = settings
         self._extract_slots = asyncio.Semaphore(settings.extract_concurrency)
         self._touched_notebooks: set[RecordID] = set()
+        # Chunks whose text is stored already keep their vectors (and a new version's
+        # unchanged chunks their rows). False embeds and writes every chunk (benchmarks).
+        self.reuse = True
+        self.chunks_embedded = 0  # texts sent to the model, for reports and benchmarks
 
     async def ingest_paths(self, paths: Iterable[str | Path], *, glob: str = "**/*",
                            force: bool = False, retry_failed: bool = False,
@@ -112,6 +152,13 @@ class Ingestor:
         report.index_rebuilt = await self.rebuild_if_due()
         report.seconds = time.perf_counter() - started
         return report
+
+    async def ingest_found(self, paths: Sequence[Path], *,
+                           on_result: ProgressCallback | None = None) -> list[FileResult]:
+        """Ingest files found already (absolute paths), without checking for an HNSW
+        rebuild (the caller does, once: :meth:`rebuild_if_due`)."""
+        return await self._run([_Source(key=str(p), path=p) for p in paths], False, False,
+                               on_result)
 
     async def ingest_bytes(self, data: bytes, mime_type: str, source: str, *,
                            force: bool = False, retry_failed: bool = False) -> FileResult:
@@ -190,9 +237,12 @@ class Ingestor:
             if src.data is None:
                 assert src.path is not None
                 try:
-                    size = (await asyncio.to_thread(src.path.stat)).st_size
-                    if size > limit:
-                        return FileResult(src.key, "failed", reason=_too_large(size, limit))
+                    # before reading: a change made while it is read gives a newer time
+                    info = await asyncio.to_thread(src.path.stat)
+                    if info.st_size > limit:
+                        return FileResult(src.key, "failed",
+                                          reason=_too_large(info.st_size, limit))
+                    src.mtime_ns = recorded_mtime(info)
                     src.data = await asyncio.to_thread(src.path.read_bytes)
                 except OSError as exc:
                     return FileResult(src.key, "failed", reason=f"cannot read: {exc.strerror}")
@@ -202,6 +252,11 @@ class Ingestor:
             if previous and previous["file_hash"] == file_hash and not force:
                 failed_before = previous["status"] in ("failed", "empty")
                 if not (failed_before and retry_failed):
+                    if src.mtime_ns is not None and (
+                            previous.get("mtime_ns") != src.mtime_ns
+                            or previous.get("size") != len(src.data)):
+                        await self.storage.documents.touch_file(
+                            src.key, file_hash, len(src.data), src.mtime_ns)
                     doc = previous.get("document")
                     return FileResult(src.key, "unchanged",
                                       document_id=str(doc) if doc else None,
@@ -223,40 +278,100 @@ class Ingestor:
         if isinstance(outcome, ExtractFailure):
             async with self.store.write_lock:
                 await self.storage.documents.record_failure(
-                    src.key, file_hash, size, outcome.kind, outcome.reason)
+                    src.key, file_hash, size, outcome.kind, outcome.reason, src.mtime_ns)
             return FileResult(src.key, outcome.kind, reason=outcome.reason)
-        return await self._store_document(src.key, file_hash, size, outcome, previous)
+        return await self._store_document(src.key, file_hash, size, src.mtime_ns, outcome,
+                                          previous)
 
-    async def _store_document(self, key: str, file_hash: str, size: int, doc: Extracted,
+    async def _store_document(self, key: str, file_hash: str, size: int,
+                              mtime_ns: int | None, doc: Extracted,
                               previous: dict[str, Any] | None) -> FileResult:
         documents = self.storage.documents
         content_hash = sha256(doc.content)
         doc_id = documents.document_id(content_hash)
         was_there = previous is not None and previous.get("status") in ("ingested", "duplicate")
-        vectors: Any = None
-        embedded = False
+        plan: _ChunkPlan | None = None
+        known: dict[str, Any] = {}  # vectors by text hash, kept when the plan is made again
+        stale = embedded = 0
         while True:
             state = await documents.state(doc_id)
             if state is not None and state.complete:
-                break
+                async with self.store.write_lock:
+                    added = await documents.add_source(key, file_hash, size, doc.mime_type,
+                                                       doc_id, mtime_ns)
+                if not added:
+                    continue  # deleted meanwhile: look again
+                same_doc = previous is not None and str(previous.get("document")) == str(doc_id)
+                return FileResult(key, "unchanged" if same_doc else "duplicate",
+                                  document_id=str(doc_id))
             if state is not None:  # another writer's, or abandoned by a dead one
                 await self._wait_or_take_over(doc_id, state.idle_seconds)
                 continue
-            if not embedded:
-                vectors, embedded = await self._embed(doc), True
+            if plan is None:
+                plan = await self._plan(key, doc, doc_id, known,
+                                        moves=stale < STALE_RETRIES)
+                embedded += plan.embedded
             async with self.store.write_lock:
+                if plan.moves and await documents.sole_source_document(key) != \
+                        (plan.old, plan.old_generation):
+                    plan, stale = None, stale + 1  # the previous version changed meanwhile
+                    continue
                 try:
-                    await self._write_new(key, file_hash, size, doc, doc_id, content_hash,
-                                          vectors, previous)
+                    await self._write_new(key, file_hash, size, mtime_ns, doc, doc_id,
+                                          content_hash, plan, previous)
                 except DocumentExistsError:  # written meanwhile: look again
                     continue
+                except _Stale:  # another process changed the previous version
+                    plan, stale = None, stale + 1
+                    continue
             return FileResult(key, "updated" if was_there else "ingested",
-                              document_id=str(doc_id), chunks=len(doc.chunks))
-        async with self.store.write_lock:
-            await documents.add_source(key, file_hash, size, doc.mime_type, doc_id)
-        same_doc = previous is not None and str(previous.get("document")) == str(doc_id)
-        return FileResult(key, "unchanged" if same_doc else "duplicate",
-                          document_id=str(doc_id))
+                              document_id=str(doc_id), chunks=len(doc.chunks),
+                              embedded=embedded)
+
+    async def _plan(self, key: str, doc: Extracted, doc_id: RecordID,
+                    known: dict[str, Any], *, moves: bool = True) -> _ChunkPlan:
+        """Which chunks of a new document are embedded, and which come from the store.
+
+        A chunk whose text the source's previous version has (when that version goes away
+        with this write, because the source was its only one) is moved over: same row, same
+        vector, a new place. Any other chunk whose text some stored chunk has takes that
+        vector; the rest are embedded, each distinct text once.
+        """
+        plan = _ChunkPlan()
+        chunks = doc.chunks
+        if not self.reuse or not self.settings.chunked:
+            plan.insert = list(chunks)
+            plan.vectors = await self._embed([c.content for c in chunks])
+            plan.embedded = len(chunks) if self.embedding else 0
+            return plan
+        storage = self.storage
+        hashes = [sha256(c.content) for c in chunks]
+        hash_of = {id(c): h for c, h in zip(chunks, hashes)}
+        moved: set[int] = set()
+        sole = await storage.documents.sole_source_document(key) if moves else None
+        if sole is not None and sole[0] != doc_id:
+            plan.old, plan.old_generation = sole
+            stored: defaultdict[str, deque[RecordID]] = defaultdict(deque)
+            for row in await storage.chunks.text_hashes(plan.old, plan.old_generation):
+                if row.get("text_hash"):
+                    stored[row["text_hash"]].append(row["id"])
+            for chunk, text_hash in zip(chunks, hashes):
+                if stored[text_hash]:
+                    plan.moves.append(Move(stored[text_hash].popleft(), chunk))
+                    moved.add(chunk.index)
+        plan.insert = [c for c in chunks if c.index not in moved]
+        if self.embedding is None:
+            return plan
+        wanted = {hash_of[id(c)]: c.content for c in plan.insert}
+        missing = [h for h in wanted if h not in known]
+        if missing:
+            known.update(await storage.chunks.vectors_by_hash(missing))
+        missing = [h for h in wanted if h not in known]
+        if missing:
+            known.update(zip(missing, await self._embed([wanted[h] for h in missing])))
+            plan.embedded = len(missing)
+        plan.vectors = [known[hash_of[id(c)]] for c in plan.insert]
+        return plan
 
     async def _wait_or_take_over(self, doc_id: RecordID, idle_seconds: int) -> None:
         """A document of the same text is being written. In this process, the writer holds
@@ -272,28 +387,32 @@ class Ingestor:
         else:
             await asyncio.sleep(min(1.0, self.settings.write_lease / 10))
 
-    async def _embed(self, doc: Extracted) -> Any:
-        """The chunks' vectors (``None`` without vectors)."""
+    async def _embed(self, texts: list[str]) -> Any:
+        """The texts' vectors (``None`` without vectors)."""
         if self.embedding is None:
             return None
-        return await self.embedding.documents([c.content for c in doc.chunks])
+        self.chunks_embedded += len(texts)
+        return await self.embedding.documents(texts)
 
-    async def _write_new(self, key: str, file_hash: str, size: int, doc: Extracted,
-                         doc_id: RecordID, content_hash: str, vectors: Any,
-                         previous: dict[str, Any] | None) -> None:
+    async def _write_new(self, key: str, file_hash: str, size: int, mtime_ns: int | None,
+                         doc: Extracted, doc_id: RecordID, content_hash: str,
+                         plan: _ChunkPlan, previous: dict[str, Any] | None) -> None:
         """Write a document so that it lands completely or not at all.
 
         A small document is written in one transaction. A large one cannot be: the engine's
         full-text index makes a transaction superlinear in its size (1,000 chunks: 62 s and
         10.6 GB, against 2.3 s as ten 100-row statements). So: (1) create the document
-        marked incomplete, (2) insert its chunks in batches, (3) in one small transaction
-        mark it complete and point the source at it. A failure deletes the document (its
-        chunks cascade); a crash leaves an incomplete document that the next open deletes
-        (``recover``), and search never shows chunks of incomplete documents. Raises
-        :class:`DocumentExistsError` when another writer created the document first.
+        marked incomplete, (2) insert its new chunks in batches, (3) in one small
+        transaction move the chunks it takes from the source's previous version (their
+        text, vector and index entries stay as they are), mark it complete and point the
+        source at it. A failure deletes the document (its chunks cascade); a crash leaves an
+        incomplete document that the next open deletes (``recover``), and search never shows
+        chunks of incomplete documents. Until the write commits, the previous version is
+        whole and searchable. Raises :class:`DocumentExistsError` when another writer
+        created the document first, and ``_Stale`` when one changed the previous version.
         """
         storage = self.storage
-        rows = storage.chunks.rows(doc_id, doc.chunks, vectors)
+        rows = storage.chunks.rows(doc_id, plan.insert, plan.vectors)
         fields = {
             "sources": [key], "content": doc.content,
             "mime_type": doc.mime_type, "content_hash": content_hash, "title": doc.title,
@@ -301,7 +420,7 @@ class Ingestor:
             "metadata": doc.metadata, "detected_languages": doc.detected_languages,
             "keywords": doc.keywords,
             "quality_score": doc.quality_score, "page_count": doc.page_count,
-            "page_starts": doc.page_starts, "chunk_count": len(rows),
+            "page_starts": doc.page_starts, "chunk_count": len(doc.chunks),
             "embedding_model": self.embedding.name if self.embedding else None,
         }
         # a new version of a source keeps the old one's notebooks and topics
@@ -310,26 +429,48 @@ class Ingestor:
         old = (previous or {}).get("document_membership") or {}
         if old.get("notebooks") or old.get("topics"):
             notebooks, topics = await storage.documents.membership_of_source(key)
-        complete = [storage.documents.complete_statement(key, file_hash, size, doc.mime_type,
-                                                         doc_id),
+        moving = [storage.documents.sole_source_check_statement(key, plan.old),
+                  storage.chunks.move_statement(doc_id, plan.old, plan.old_generation,
+                                                plan.moves)] if plan.moves else []
+
+        def completing(inserted: Sequence[RecordID]) -> list[Statement]:
+            return [*moving,
+                    storage.documents.complete_statement(key, file_hash, size, doc.mime_type,
+                                                         doc_id, mtime_ns),
                     storage.chunks.pending_statement(len(rows)),
-                    *self._inherit(doc_id, notebooks, topics)]
-        if len(rows) <= SMALL_DOCUMENT_CHUNKS:
-            await storage.documents.write_whole(
-                doc_id, fields, [*storage.chunks.insert_statements(rows), *complete])
-        else:
-            await storage.documents.create_incomplete(doc_id, fields)
-            try:
-                await storage.chunks.insert(
-                    rows, heartbeat=storage.documents.touch_statement(doc_id))
-                await self.store.transaction(*complete)
-            except BaseException:
-                await asyncio.shield(storage.documents.discard_incomplete(doc_id))
-                raise
+                    *self._inherit(doc_id, notebooks, topics,
+                                   plan.old if plan.moves else None, inserted)]
+
+        try:
+            written = False
+            if len(rows) <= SMALL_DOCUMENT_CHUNKS:
+                try:
+                    await storage.documents.write_whole(
+                        doc_id, fields, [storage.chunks.ids_free_statement(rows),
+                                         *storage.chunks.insert_statements(rows),
+                                         *completing([row["id"] for row in rows])])
+                    written = True
+                except StoreError as exc:  # an id taken by a moved chunk: the long way
+                    if IDS_TAKEN_MARK not in str(exc):
+                        raise
+            if not written:
+                await storage.documents.create_incomplete(doc_id, fields)
+                try:
+                    inserted = await storage.chunks.insert(
+                        rows, heartbeat=storage.documents.touch_statement(doc_id))
+                    await self.store.transaction(*completing(inserted))
+                except BaseException:
+                    await asyncio.shield(storage.documents.discard_incomplete(doc_id))
+                    raise
+        except StoreError as exc:
+            if STALE_MARK in str(exc):
+                raise _Stale(str(exc)) from exc
+            raise
         self._touched_notebooks.update(notebooks)
 
-    def _inherit(self, doc: RecordID, notebooks: list[Any],
-                 topics: list[str]) -> list[Statement]:
+    def _inherit(self, doc: RecordID, notebooks: list[Any], topics: list[str],
+                 moved_from: RecordID | None = None,
+                 inserted: Sequence[RecordID] = ()) -> list[Statement]:
         """A new version of a source keeps the old version's notebooks (edges, chunk
         membership, vector copies) and topics."""
         if not notebooks and not topics:
@@ -337,7 +478,8 @@ class Ingestor:
         statements = [self.storage.documents.inherit_statement(doc, notebooks, topics)]
         if notebooks:
             statements.append(self.storage.notebooks.inherit_statement(doc, notebooks))
-            statements += self.storage.chunks.inherit_statements(doc, notebooks)
+            statements += self.storage.chunks.inherit_statements(
+                doc, notebooks, moved_from=moved_from, inserted=inserted)
         return statements
 
 

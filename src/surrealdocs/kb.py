@@ -32,13 +32,23 @@ from .ingest import Ingestor, ProgressCallback
 from .ingest_jobs import IngestJobs
 from .jobs import JobService
 from .notebook import Notebook, NotebookService
-from .results import ChunkSpan, Document, FileResult, Hit, IngestReport, Passage, Stats
+from .results import (
+    ChunkSpan,
+    Document,
+    FileResult,
+    Hit,
+    IngestReport,
+    Passage,
+    Stats,
+    SyncReport,
+)
 from .search import Searcher, query_words
 from .store.connection import Store, connect
 from .store.documents import record_id
 from .store.names import Names
 from .store.schema import SCHEMA_VERSION, ensure_schema, layout_of, read_schema, vectors_apart
 from .store.storage import Storage
+from .sync import Syncer, check_glob
 
 T = TypeVar("T")
 
@@ -64,6 +74,7 @@ class KnowledgeBase:
                                   vectors_apart=vectors_apart)
         self.jobs = JobService(self.storage.jobs, exclusive=store.owned and store.embedded)
         self._ingestor = Ingestor(self.storage, self.embedding, settings)
+        self._syncer = Syncer(self.storage, self._ingestor, settings)
         self._searcher = Searcher(self.storage, self.embedding, settings)
         self._notebooks = NotebookService(self) if settings.chunked else None
         try:  # the loop the store was opened on: its connection answers there
@@ -202,12 +213,7 @@ class KnowledgeBase:
         Unchanged files (same bytes as last time) are skipped before extraction; ``force``
         re-extracts them, ``retry_failed`` retries only the ones that failed last time.
         """
-        if not isinstance(glob, str) or not glob.strip():
-            raise ConfigurationError("the glob is empty: use '**/*' for every file")
-        if glob.startswith(("/", "~")) or ".." in Path(glob).parts or "\x00" in glob:
-            raise ConfigurationError(
-                f"the glob {glob!r} must be relative to the folders given, without '..'"
-                " (e.g. '**/*.pdf')")
+        check_glob(glob)
         return await self._ingestor.ingest_paths(
             paths, glob=glob, force=force, retry_failed=retry_failed, on_result=on_result,
             on_discovered=on_discovered)
@@ -221,6 +227,64 @@ class KnowledgeBase:
         pairs = files.items() if isinstance(files, Mapping) else files
         return await self._ingestor.ingest_files(pairs, force=force, retry_failed=retry_failed,
                                                  on_result=on_result)
+
+    async def sync(self, paths: Iterable[str | Path] | str | Path, *, glob: str = "**/*",
+                   dry_run: bool = False, notebook: Notebook | Any = None,
+                   on_result: ProgressCallback | None = None,
+                   on_discovered: Callable[[int], None] | None = None) -> SyncReport:
+        """Make the store mirror folders: what they hold is ingested (unchanged files are
+        skipped by size and modification time, then by their bytes' hash, without
+        extraction), a renamed or moved file is re-pointed without extraction or embedding,
+        a changed one is replaced (embedding only its new chunks), and a source that is no
+        longer there is removed with its chunks (its document stays while another source
+        holds it). Sources outside the folders are never touched.
+
+        ``glob`` picks the files inside the folders (and the stored sources the sync
+        answers for); ``notebook`` (a Notebook, its id or its name) also puts every
+        document of the folders in that notebook; ``dry_run`` computes the plan and
+        changes nothing. See :mod:`surrealdocs.sync`.
+        """
+        check_glob(glob)
+        roots = [paths] if isinstance(paths, (str, Path)) else list(paths)
+        if not roots:
+            raise ConfigurationError("give at least one folder to sync")
+        nb = None if notebook is None else await self.notebooks.resolve(notebook)
+
+        def discovered(plan: Any) -> None:
+            if on_discovered:
+                on_discovered(len(plan.present) + len(plan.problems))
+
+        report = await self._syncer.sync(roots, glob, dry_run=dry_run, on_result=on_result,
+                                         on_plan=discovered)
+        if nb is not None and self._syncer.last_plan is not None:
+            docs = await self._syncer.documents_of(self._syncer.last_plan)
+            report.notebook = str(nb)
+            report.linked = await self.notebooks.link_documents(nb, docs, dry_run=dry_run)
+        return report
+
+    async def watch(self, paths: Iterable[str | Path] | str | Path, *, glob: str = "**/*",
+                    notebook: Notebook | Any = None, settle: float = 0.5,
+                    on_pass: Callable[[SyncReport], Any] | None = None,
+                    on_result: ProgressCallback | None = None,
+                    on_changes: Callable[[int], None] | None = None,
+                    stop: asyncio.Event | None = None) -> None:
+        """:meth:`sync` the folders, then follow them: each batch of changes is synced once
+        no new change came for ``settle`` seconds. Every pass's report goes to ``on_pass``.
+        Returns when ``stop`` is set (or the task is cancelled: the document being written
+        then is left out whole, and the next sync does it)."""
+        roots = [paths] if isinstance(paths, (str, Path)) else list(paths)
+        if isinstance(settle, bool) or not isinstance(settle, (int, float)) \
+                or not 0 < settle <= 60:
+            raise ConfigurationError(f"settle must be from 0 to 60 seconds, got {settle!r}")
+
+        async def one_pass() -> None:
+            report = await self.sync(roots, glob=glob, notebook=notebook, on_result=on_result)
+            if on_pass:
+                on_pass(report)
+
+        ignore = [Path(self.store.url.split("://", 1)[1])] if self.store.file_backed else []
+        await self._syncer.watch(roots, one_pass, settle=float(settle), ignore=ignore,
+                                 stop=stop, on_changes=on_changes)
 
     async def ingest_bytes(self, data: bytes, *, mime_type: str, source: str,
                            force: bool = False, retry_failed: bool = False) -> FileResult:
@@ -504,6 +568,9 @@ class SyncKnowledgeBase:
     def ingest_texts(self, texts: Mapping[str, str] | Iterable[tuple[str, str]],
                      **kwargs: Any) -> IngestReport:
         return self._run(self._kb.ingest_texts(texts, **kwargs))
+
+    def sync(self, paths: Iterable[str | Path] | str | Path, **kwargs: Any) -> SyncReport:
+        return self._run(self._kb.sync(paths, **kwargs))
 
     def search(self, query: str | None = None, **kwargs: Any) -> list[Hit]:
         return self._run(self._kb.search(query, **kwargs))

@@ -316,6 +316,21 @@ class NotebookService:
         await self.storage.chunks.rebuild_notebook_if_due(nb)
         return report
 
+    async def link_documents(self, notebook: Notebook | Any, docs: Iterable[Any], *,
+                             dry_run: bool = False) -> int:
+        """Put documents (ids) in ``notebook``, those not in it yet; how many that is
+        (with ``dry_run``: how many it would be, changing nothing)."""
+        nb = await self.resolve(notebook)
+        ids = sorted({self.storage.documents.document_id(d) for d in docs}, key=str)
+        missing = await self.storage.documents.not_in_notebook(ids, nb) if ids else []
+        if dry_run:
+            return len(missing)
+        for doc in missing:
+            await self._set_membership(doc, nb, add=True, rebuild=False)
+        if missing:
+            await self.storage.chunks.rebuild_notebook_if_due(nb)
+        return len(missing)
+
     async def save_source(self, source: Source) -> Source:
         """Create the source, or update its title/topics; new text makes a new source
         (ids are content hashes) that takes over the old one's notebooks."""
@@ -453,7 +468,15 @@ class NotebookService:
         batch = self._embedding.batch_size
         for start in range(0, len(chunks), batch):
             part = chunks[start:start + batch]
-            vectors = await self._embedding.documents([c.content for c in part])
+            # a chunk whose text is stored already (the previous generation's, or any
+            # other) keeps that vector: only new texts are embedded, each once
+            texts = {sha256(c.content): c.content for c in part}
+            known: dict[str, Any] = await storage.chunks.vectors_by_hash(list(texts))
+            missing = [h for h in texts if h not in known]
+            if missing:
+                known.update(zip(missing, await self._embedding.documents(
+                    [texts[h] for h in missing])))
+            vectors = [known[sha256(c.content)] for c in part]
             rows = storage.chunks.rows(target, part, vectors, generation=generation,
                                        notebooks=notebooks)
             async with self.kb.store.write_lock:

@@ -38,9 +38,12 @@ def jsonable(value: Any) -> Any:
 
 @dataclass
 class FileResult:
-    """What happened to one source. ``status`` is one of :data:`STATUSES`; an
-    ``unchanged`` source (skipped before extraction) has the outcome of its last ingest in
-    ``last_status`` (``ingested``, ``duplicate``, ``failed`` or ``empty``, with ``reason``)."""
+    """What happened to one source. ``status`` is one of :data:`STATUSES` (a sync adds
+    ``renamed`` and ``deleted``); an ``unchanged`` source (skipped before extraction) has the
+    outcome of its last ingest in ``last_status`` (``ingested``, ``duplicate``, ``failed`` or
+    ``empty``, with ``reason``). ``chunks`` is how many chunks a written document has,
+    ``embedded`` how many of their texts the model embedded (the others kept vectors that
+    were stored already). A renamed source names its old path in ``previous``."""
 
     source: str
     status: str
@@ -49,6 +52,8 @@ class FileResult:
     reason: str | None = None
     seconds: float = 0.0
     last_status: str | None = None
+    embedded: int = 0
+    previous: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = jsonable(self)
@@ -77,12 +82,95 @@ class IngestReport:
     def chunks_written(self) -> int:
         return sum(r.chunks for r in self.results if r.status in ("ingested", "updated"))
 
+    @property
+    def chunks_embedded(self) -> int:
+        """Chunk texts the model embedded (the rest of ``chunks_written`` reused vectors)."""
+        return sum(r.embedded for r in self.results)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "counts": self.counts,
             "chunks_written": self.chunks_written,
+            "chunks_embedded": self.chunks_embedded,
             "seconds": round(self.seconds, 3),
             "index_rebuilt": self.index_rebuilt,
+            "results": [r.to_dict() for r in self.results],
+        }
+
+
+SYNC_STATUSES = (*STATUSES, "renamed", "deleted")
+SYNC_ACTIONS = ("add", "update", "rename", "delete", "unchanged")
+
+
+@dataclass
+class PlannedChange:
+    """What a sync does (or, on a dry run, would do) to one source: ``action`` is one of
+    :data:`SYNC_ACTIONS`; a rename names the old path in ``previous``."""
+
+    action: str
+    source: str
+    previous: str | None = None
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = jsonable(self)
+        return out
+
+
+@dataclass
+class SyncReport:
+    """The outcome of one sync pass over ``roots``: the plan, and (unless ``dry_run``) a
+    result per source, whose ``status`` is one of :data:`SYNC_STATUSES`."""
+
+    roots: list[str]
+    dry_run: bool = False
+    plan: list[PlannedChange] = field(default_factory=list)
+    results: list[FileResult] = field(default_factory=list)
+    seconds: float = 0.0
+    index_rebuilt: bool = False
+    notebook: str | None = None
+    linked: int = 0  # documents put into the notebook (or, on a dry run, to be put)
+
+    @property
+    def planned(self) -> dict[str, int]:
+        counter = Counter(c.action for c in self.plan)
+        return {a: counter.get(a, 0) for a in SYNC_ACTIONS}
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counter = Counter(r.status for r in self.results)
+        return {s: counter.get(s, 0) for s in SYNC_STATUSES}
+
+    @property
+    def changes(self) -> list[PlannedChange]:
+        """The plan without the unchanged sources."""
+        return [c for c in self.plan if c.action != "unchanged"]
+
+    @property
+    def failures(self) -> list[FileResult]:
+        return [r for r in self.results if r.status in ("failed", "empty", "skipped")]
+
+    @property
+    def chunks_written(self) -> int:
+        return sum(r.chunks for r in self.results if r.status in ("ingested", "updated"))
+
+    @property
+    def chunks_embedded(self) -> int:
+        return sum(r.embedded for r in self.results)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "roots": list(self.roots),
+            "dry_run": self.dry_run,
+            "planned": self.planned,
+            "counts": self.counts,
+            "chunks_written": self.chunks_written,
+            "chunks_embedded": self.chunks_embedded,
+            "seconds": round(self.seconds, 3),
+            "index_rebuilt": self.index_rebuilt,
+            "notebook": self.notebook,
+            "linked": self.linked,
+            "changes": [c.to_dict() for c in self.changes],
             "results": [r.to_dict() for r in self.results],
         }
 

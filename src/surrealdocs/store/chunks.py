@@ -9,6 +9,12 @@ vector tables and the counters that decide when an HNSW graph is rebuilt.
   inserted ``settings.insert_batch_size`` per statement: the engine's full-text index makes
   large statements and transactions superlinear (1,000 chunks in one transaction: 62 s and
   10.6 GB, against 2.3 s as ten 100-row statements).
+- **Reuse**: every chunk carries ``text_hash``, the SHA-256 of its text, computed by the
+  engine (migration 9). A new version of a source takes the chunks of the old version whose
+  text did not change: :meth:`ChunkStorage.move_statement` re-points those rows (text,
+  vector, full-text and HNSW entries untouched) in the transaction that completes the new
+  version. Any other chunk whose text is stored takes that vector
+  (:meth:`ChunkStorage.vectors_by_hash`), so only new text is embedded.
 - **Generations**: re-chunking a document (a notebook source's vectorize job) writes a new
   generation beside the old one, switches the document to it in one small transaction, then
   deletes the old one. Searches show only chunks of the document's current generation, so
@@ -26,7 +32,9 @@ vector tables and the counters that decide when an HNSW graph is rebuilt.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import uuid
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
@@ -37,10 +45,11 @@ from ..config import Settings
 from ..errors import StoreError
 from ..filters import Filters
 from .conditions import filter_conditions
-from .connection import Statement, Store
+from .connection import STALE_MARK, Statement, Store
 from .schema import hnsw_index_sql, vector_table_sql
 
 STATEMENTS_PER_ROUND_TRIP = 10
+IDS_TAKEN_MARK = "surrealdocs: chunk ids taken"
 REMOTE_BUILD_POLL_SECONDS = 0.5
 READY_CHECK_SECONDS = 5.0
 COUNT_CACHE_SECONDS = 60.0
@@ -63,6 +72,15 @@ _DETAIL_FIELDS = (
     " document.source AS source, document.title AS title, document.mime_type AS mime_type, "
     + _VISIBILITY
 )
+
+
+@dataclass(frozen=True)
+class Move:
+    """A stored chunk that becomes chunk ``chunk.index`` of another document (same text,
+    its new place)."""
+
+    id: RecordID
+    chunk: Chunk
 
 
 class ChunkStorage:
@@ -116,6 +134,10 @@ class ChunkStorage:
             out.append(row)
         return out
 
+    def _vector_id(self, chunk: Any) -> RecordID:
+        """The id of a chunk's vector row (it mirrors the chunk's)."""
+        return RecordID(self.vector_table, chunk.id)
+
     def _split(self, rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]],
                                                                list[dict[str, Any]]]:
         """Chunk rows and, when vectors live apart, their vector rows."""
@@ -145,14 +167,97 @@ class ChunkStorage:
         return statements
 
     async def insert(self, rows: Sequence[dict[str, Any]],
-                     heartbeat: Statement | None = None) -> None:
+                     heartbeat: Statement | None = None) -> list[RecordID]:
         """Insert rows (and their vectors), ``insert_batch_size`` per statement, several
         statements per round trip (each statement is its own transaction). ``heartbeat``
-        runs with every round trip (a writer marking its document as still being written)."""
+        runs with every round trip (a writer marking its document as still being written).
+        Returns the ids the rows got.
+
+        A chunk moved into a newer document keeps its id, which derives from the document
+        it was first written for: should that document's text come back, a row may find
+        its id taken. Such a row gets a fresh id instead.
+        """
         step = self.settings.insert_batch_size * STATEMENTS_PER_ROUND_TRIP
+        ids: list[RecordID] = []
         for start in range(0, len(rows), step):
-            await self.store.run(*self.insert_statements(rows[start:start + step]),
+            group = await self._free_ids(rows[start:start + step])
+            await self.store.run(*self.insert_statements(group),
                                  *([heartbeat] if heartbeat else []))
+            ids += [row["id"] for row in group]
+        return ids
+
+    def ids_free_statement(self, rows: Sequence[dict[str, Any]]) -> Statement:
+        """Refuse (THROW :data:`IDS_TAKEN_MARK`) when a row's id is taken (by a chunk moved
+        into another document): for a transaction that inserts ``rows`` as they are."""
+        return Statement("IF array::len($free_ids.filter(|$i| record::exists($i))) > 0"
+                         f" {{ THROW '{IDS_TAKEN_MARK}' }};",
+                         {"free_ids": [row["id"] for row in rows]})
+
+    async def _free_ids(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        (taken,) = await self.store.query("RETURN $ids.filter(|$i| record::exists($i));",
+                                          {"ids": [row["id"] for row in rows]})
+        if not taken:
+            return list(rows)
+        busy = {str(t) for t in taken}
+        return [{**row, "id": RecordID(self.table, f"{row['id'].id}_{uuid.uuid4().hex[:8]}")}
+                if str(row["id"]) in busy else row for row in rows]
+
+    # ----- reusing what is stored -------------------------------------------------------
+    async def text_hashes(self, doc: RecordID, generation: int) -> list[dict[str, Any]]:
+        """Id and text hash of each chunk of one generation of a document, in order."""
+        (rows,) = await self.store.query(
+            f"SELECT id, chunk_index, text_hash FROM {self.table}"
+            " WHERE document = $doc AND generation = $generation ORDER BY chunk_index;",
+            {"doc": doc, "generation": generation})
+        return list(rows or [])
+
+    async def vectors_by_hash(self, hashes: Collection[str]) -> dict[str, list[float]]:
+        """A stored vector for each of these text hashes that some chunk has (any chunk of
+        any document: a store is bound to one model, so the same text has the same
+        vector)."""
+        out: dict[str, list[float]] = {}
+        wanted = sorted(hashes)
+        for start in range(0, len(wanted), 500):
+            if self.apart:
+                (rows,) = await self.store.query(
+                    f"SELECT text_hash, type::record('{self.vector_table}', record::id(id))"
+                    f".embedding AS embedding FROM {self.table} WHERE text_hash IN $hashes;",
+                    {"hashes": wanted[start:start + 500]})
+            else:
+                (rows,) = await self.store.query(
+                    f"SELECT text_hash, embedding FROM {self.table}"
+                    " WHERE text_hash IN $hashes AND embedding != NONE;",
+                    {"hashes": wanted[start:start + 500]})
+            for row in rows or []:
+                if row.get("embedding") is not None:
+                    out.setdefault(row["text_hash"], row["embedding"])
+        return out
+
+    def move_statement(self, doc: RecordID, old: RecordID, generation: int,
+                       moves: Sequence[Move]) -> Statement:
+        """Make chunks of ``old`` (of its ``generation``) chunks of ``doc`` in their new
+        places, keeping their text, vector and notebook copies; refuses (THROW) when any of
+        them is no longer such a chunk. For the transaction that completes ``doc``, before
+        ``old`` (and the rest of its chunks) is deleted."""
+        if not moves:
+            return Statement("")
+        items = []
+        for m in moves:
+            c = m.chunk
+            items.append({"id": m.id, "i": c.index, "s": c.char_start, "e": c.char_end,
+                          "p": c.first_page, "l": (c.last_page or c.first_page)
+                          if c.first_page is not None else None})
+        vectors = (f" UPDATE {self.vector_table} SET document = $mv_doc"
+                   " WHERE chunk IN $mv_ids RETURN NONE;" if self.apart else "")
+        return Statement(
+            "IF ((SELECT count() AS n FROM $mv_ids WHERE document = $mv_old"
+            " AND generation = $mv_generation GROUP ALL)[0].n OR 0) != array::len($mv_ids)"
+            f" {{ THROW '{STALE_MARK}' }};"
+            " FOR $m IN $mv_items { UPDATE $m.id SET document = $mv_doc, generation = 0,"
+            " chunk_index = $m.i, char_start = $m.s, char_end = $m.e, page_number = $m.p,"
+            " first_page = $m.p, last_page = $m.l RETURN NONE; };" + vectors,
+            {"mv_ids": [m.id for m in moves], "mv_old": old, "mv_generation": generation,
+             "mv_items": items, "mv_doc": doc})
 
     async def count(self) -> int:
         (rows,) = await self.store.query(f"SELECT count() AS n FROM {self.table} GROUP ALL;")
@@ -261,23 +366,57 @@ class ChunkStorage:
             statements += self._copy_statements(doc, notebook, "$doc.generation")
         return statements
 
-    def inherit_statements(self, doc: RecordID, notebooks: Sequence[RecordID]) -> list[Statement]:
-        """The chunk side of a new version of a source keeping the old one's notebooks."""
-        statements = [Statement(
-            f"UPDATE {self.table} SET notebooks = $inherit_nbs WHERE document = $doc"
-            " RETURN NONE;", {"doc": doc, "inherit_nbs": list(notebooks)})]
+    def inherit_statements(self, doc: RecordID, notebooks: Sequence[RecordID], *,
+                           moved_from: RecordID | None = None,
+                           inserted: Sequence[RecordID] = ()) -> list[Statement]:
+        """The chunk side of a new version of a source keeping the old one's notebooks.
+
+        When chunks were moved from the old version (``moved_from``) they are in those
+        notebooks already, vector copies included: their copies are re-pointed, and only
+        the ``inserted`` chunks are added."""
+        if moved_from is None:
+            statements = [Statement(
+                f"UPDATE {self.table} SET notebooks = $inherit_nbs WHERE document = $doc"
+                " RETURN NONE;", {"doc": doc, "inherit_nbs": list(notebooks)})]
+            for nb in notebooks:
+                statements += self._copy_statements(doc, nb, None)
+            return statements
+        statements = [Statement("UPDATE $inherit_ids SET notebooks = $inherit_nbs RETURN NONE;",
+                                {"inherit_ids": list(inserted),
+                                 "inherit_nbs": list(notebooks)})]
+        if not self.settings.vectors:
+            return statements
         for nb in notebooks:
-            statements += self._copy_statements(doc, nb, None)
+            t = self.notebook_table(nb)
+            statements.append(Statement(
+                f"UPDATE {t} SET document = $doc WHERE document = $inherit_old RETURN NONE;",
+                {"doc": doc, "inherit_old": moved_from}))
+            statements += self._copy_statements(doc, nb, None, ids=inserted)
         return statements
 
     def _copy_statements(self, doc: RecordID, notebook: RecordID, generation: str | None,
-                         params: dict[str, Any] | None = None) -> list[Statement]:
+                         params: dict[str, Any] | None = None, *,
+                         ids: Sequence[RecordID] | None = None) -> list[Statement]:
         """Copy a document's vectors (of the chunks of ``generation``, a SurrealQL
-        expression, when given) into a notebook's table (ids mirror the chunks') and count
-        them as pending in that table's index."""
+        expression, when given; or those of the chunks ``ids``) into a notebook's table
+        (ids mirror the chunks') and count them as pending in that table's index."""
         if not self.settings.vectors:
             return []
         t = self.notebook_table(notebook)
+        if ids is not None:
+            if self.apart:  # the vector rows of these chunks (ids mirror the chunks')
+                rows, fields = "$inherit_vids", "chunk, document, embedding"
+                params = {"inherit_vids": [self._vector_id(i) for i in ids]}
+                where = ""
+            else:
+                rows, fields = "$inherit_ids", "id AS chunk, document, embedding"
+                params = {"inherit_ids": list(ids)}
+                where = " WHERE embedding != NONE"
+            return [Statement(
+                f"INSERT INTO {t} (SELECT type::record('{t}', record::id(id)) AS id, {fields}"
+                f" FROM {rows}{where}) RETURN NONE; UPSERT ${t}_pending SET pending_vectors ="
+                f" (pending_vectors OR 0) + array::len((SELECT VALUE id FROM {rows}{where}))"
+                " RETURN NONE;", {**params, f"{t}_pending": self._pending_key(t)})]
         if self.apart:
             source = (f"SELECT type::record('{t}', record::id(id)) AS id, chunk, document,"
                       f" embedding FROM {self.vector_table} WHERE document = $doc"

@@ -23,6 +23,11 @@ FILE_SCHEMES = {"surrealkv", "surrealkv+versioned", "file"}
 REMOTE_SCHEMES = {"ws", "wss", "http", "https"}
 
 
+# What a transaction THROWs when the state it was planned on changed before it ran (another
+# writer got there first): the caller plans again.
+STALE_MARK = "surrealdocs: the previous version changed meanwhile"
+
+
 @dataclass(frozen=True)
 class Statement:
     """SurrealQL and its parameters, built by the module that owns the tables it touches.

@@ -2,8 +2,10 @@
 
 A document's id is the SHA-256 of its extracted text, so identical text from several
 sources is stored once; ``sources`` lists them and ``source`` is the primary one (UNIQUE).
-A ``files`` row per source remembers the raw bytes' hash and the outcome of its last ingest,
-so an unchanged source is skipped before extraction and a failure is not retried blindly.
+A ``files`` row per source remembers the raw bytes' hash, size, modification time and the
+outcome of its last ingest, so an unchanged source is skipped before extraction (a sync skips
+it without reading it) and a failure is not retried blindly; a sync re-points a renamed
+source's row (:meth:`DocumentStorage.rename_source`).
 
 A new document is written in steps (see :mod:`surrealdocs.ingest`): created with
 ``complete = false``, filled with chunks, then completed in one small transaction that also
@@ -22,7 +24,7 @@ from surrealdb import RecordID
 from ..errors import StoreError
 from ..filters import Filters
 from .conditions import filter_conditions
-from .connection import Statement, Store
+from .connection import STALE_MARK, Statement, Store
 
 # Detaching a source from the document it pointed at ($old): drop it from the document's
 # sources (and from its primary `source`), and delete the document (its chunks cascade) once
@@ -36,6 +38,8 @@ IF $old != NONE AND $old != $doc {
 };
 """
 
+
+_FILE_FIELDS = "path, file_hash, size, mtime_ns, status, error, mime_type, document"
 
 _SUMMARY_FIELDS = (
     "id, source, sources, title, mime_type, chunk_count, page_count, ingested_at, updated_at,"
@@ -96,18 +100,59 @@ class DocumentStorage:
         return row if isinstance(row, dict) else None
 
     async def file_records(self, sources: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The last ingest of each source (raw hash, status, error, document, and that
-        document's notebooks and topics), by source."""
+        """The last ingest of each source (raw hash, size, modification time, status, error,
+        MIME type, document, and that document's notebooks and topics), by source."""
         out: dict[str, dict[str, Any]] = {}
         for start in range(0, len(sources), 500):
             ids = [self.file_id(k) for k in sources[start:start + 500]]
             (rows,) = await self.store.query(
-                f"SELECT path, file_hash, status, error, document,"
-                " document.{ notebooks, topics } AS document_membership"
+                f"SELECT {_FILE_FIELDS}, document.{{ notebooks, topics }} AS document_membership"
                 f" FROM {self.files} WHERE id IN $ids;", {"ids": ids})
             for row in rows or []:
                 out[row["path"]] = row
         return out
+
+    async def files_under(self, folders: Sequence[str]) -> list[dict[str, Any]]:
+        """The records of every source whose path lies inside one of ``folders`` (absolute
+        paths; a source equal to one of them counts too), by path."""
+        if not folders:
+            return []
+        prefixes = [f.rstrip("/") + "/" for f in folders]
+        (rows,) = await self.store.query(
+            f"SELECT {_FILE_FIELDS} FROM {self.files}"
+            " WHERE path IN $exact OR $prefixes.any(|$p| string::starts_with(path, $p))"
+            " ORDER BY path;", {"exact": list(folders), "prefixes": prefixes})
+        return list(rows or [])
+
+    async def files_with_hashes(self, hashes: Sequence[str]) -> list[dict[str, Any]]:
+        """The records of every source whose last raw bytes had one of these hashes."""
+        out: list[dict[str, Any]] = []
+        for start in range(0, len(hashes), 500):
+            (rows,) = await self.store.query(
+                f"SELECT {_FILE_FIELDS} FROM {self.files} WHERE file_hash IN $hashes;",
+                {"hashes": list(hashes[start:start + 500])})
+            out += rows or []
+        return out
+
+    async def sole_source_document(self, source: str) -> tuple[RecordID, int] | None:
+        """The complete document ``source`` points at, with its chunk generation, when
+        ``source`` is its only source (so a new version of the source replaces it)."""
+        (row,) = await self.store.query(
+            "SELECT VALUE document.{ id, sources, complete, generation } FROM ONLY $file;",
+            {"file": self.file_id(source)})
+        if not isinstance(row, dict) or not isinstance(row.get("id"), RecordID) \
+                or row.get("complete") is not True or row.get("sources") != [source]:
+            return None
+        return row["id"], int(row.get("generation") or 0)
+
+    def sole_source_check_statement(self, source: str, doc: RecordID) -> Statement:
+        """Refuse (THROW) unless ``source`` still points at ``doc`` and is its only source:
+        the condition under which chunks may be moved out of ``doc``."""
+        return Statement(
+            "IF (SELECT VALUE document FROM ONLY $sole_file) != $sole_doc"
+            " OR (SELECT VALUE sources FROM ONLY $sole_doc) != [$sole_path]"
+            f" {{ THROW '{STALE_MARK}' }};",
+            {"sole_file": self.file_id(source), "sole_doc": doc, "sole_path": source})
 
     async def has_source(self, source: str) -> bool:
         (found,) = await self.store.query("SELECT VALUE id FROM ONLY $file;",
@@ -147,6 +192,14 @@ class DocumentStorage:
         (doc,) = await self.store.query("SELECT VALUE document FROM ONLY $file;",
                                         {"file": self.file_id(source)})
         return doc if isinstance(doc, RecordID) else None
+
+    async def not_in_notebook(self, docs: Sequence[RecordID],
+                              notebook: RecordID) -> list[RecordID]:
+        """Those of ``docs`` that are complete and not in ``notebook``."""
+        (ids,) = await self.store.query(
+            "SELECT VALUE id FROM $docs WHERE complete = true AND notebooks CONTAINSNOT $nb;",
+            {"docs": list(docs), "nb": notebook})
+        return list(ids or [])
 
     async def exclusive_to(self, notebook: RecordID) -> list[RecordID]:
         """Documents in ``notebook`` and in no other notebook."""
@@ -229,7 +282,7 @@ class DocumentStorage:
         return bool(result[-1])
 
     def complete_statement(self, source: str, file_hash: str, size: int, mime_type: str,
-                           doc: RecordID) -> Statement:
+                           doc: RecordID, mtime_ns: int | None = None) -> Statement:
         """Mark ``doc`` complete and point ``source`` at it, detaching the source from its
         previous document (deleted when no source is left). Refuses (THROW) a document that
         is no longer there or was completed already, so a lost race can never leave a
@@ -239,11 +292,12 @@ class DocumentStorage:
             " { THROW 'the document being written is gone or already complete' };"
             " LET $old = (SELECT VALUE document FROM ONLY $file);"
             " UPSERT $file CONTENT { path: $path, file_hash: $hash, size: $size,"
-            "   status: 'ingested', document: $doc, mime_type: $mime } RETURN NONE;"
+            "   mtime_ns: $mtime, status: 'ingested', document: $doc, mime_type: $mime }"
+            " RETURN NONE;"
             + _DETACH_OLD +  # frees the source (UNIQUE) before the new document takes it
             " UPDATE $doc SET complete = true, source = $path RETURN NONE;",
             {"file": self.file_id(source), "doc": doc, "path": source, "hash": file_hash,
-             "size": size, "mime": mime_type})
+             "size": size, "mime": mime_type, "mtime": mtime_ns})
 
     def inherit_statement(self, doc: RecordID, notebooks: list[Any],
                           topics: list[str]) -> Statement:
@@ -253,32 +307,71 @@ class DocumentStorage:
                          {"doc": doc, "inherit_nbs": notebooks, "inherit_topics": topics})
 
     async def add_source(self, source: str, file_hash: str, size: int, mime_type: str,
-                         doc: RecordID) -> None:
-        """Point ``source`` at an existing document with the same text (a duplicate)."""
-        await self.store.query(
+                         doc: RecordID, mtime_ns: int | None = None) -> bool:
+        """Point ``source`` at an existing complete document with the same text (a
+        duplicate). Returns False, changing nothing, when that document is gone or
+        incomplete."""
+        result = await self.store.query(
             "BEGIN;"
+            " IF (SELECT VALUE complete FROM ONLY $doc) != true { RETURN false; };"
             " LET $old = (SELECT VALUE document FROM ONLY $file);"
-            " UPDATE $doc SET sources = array::union(sources, [$path]);"
+            " UPDATE $doc SET sources = array::union(sources, [$path]) RETURN NONE;"
             " UPSERT $file CONTENT { path: $path, file_hash: $hash, size: $size,"
-            "   status: 'duplicate', document: $doc, mime_type: $mime };"
-            + _DETACH_OLD + " COMMIT;",
+            "   mtime_ns: $mtime, status: 'duplicate', document: $doc, mime_type: $mime }"
+            " RETURN NONE;"
+            + _DETACH_OLD + " RETURN true; COMMIT;",
             {"file": self.file_id(source), "doc": doc, "path": source, "hash": file_hash,
-             "size": size, "mime": mime_type},
+             "size": size, "mime": mime_type, "mtime": mtime_ns},
         )
+        return _returned(result)
 
     async def record_failure(self, source: str, file_hash: str, size: int, status: str,
-                             reason: str) -> None:
+                             reason: str, mtime_ns: int | None = None) -> None:
         """Remember that ``source`` (these bytes) gave no document, and why; the document it
         pointed at before loses it."""
         await self.store.query(
             "BEGIN;"
             " LET $old = (SELECT VALUE document FROM ONLY $file);"
             " UPSERT $file CONTENT { path: $path, file_hash: $hash, size: $size,"
-            "   status: $status, error: $error, document: NONE };"
+            "   mtime_ns: $mtime, status: $status, error: $error, document: NONE };"
             + _DETACH_OLD + " COMMIT;",
             {"file": self.file_id(source), "path": source, "hash": file_hash, "size": size,
-             "status": status, "error": reason, "doc": None},
+             "status": status, "error": reason, "doc": None, "mtime": mtime_ns},
         )
+
+    async def touch_file(self, source: str, file_hash: str, size: int,
+                         mtime_ns: int | None) -> None:
+        """Remember a source's new size and modification time when its bytes did not
+        change (nothing happens if its record is gone or holds other bytes meanwhile)."""
+        await self.store.query(
+            "UPDATE $file SET size = $size, mtime_ns = $mtime WHERE file_hash = $hash"
+            " RETURN NONE;",
+            {"file": self.file_id(source), "hash": file_hash, "size": size,
+             "mtime": mtime_ns})
+
+    async def rename_source(self, old: str, new: str, file_hash: str, size: int,
+                            mtime_ns: int | None) -> bool:
+        """A file moved: its record and its place among its document's sources go from
+        ``old`` to ``new``, in one transaction, nothing extracted or embedded. Returns False,
+        changing nothing, unless ``old`` still holds these bytes and ``new`` is unknown."""
+        result = await self.store.query(
+            "BEGIN;"
+            " LET $rec = (SELECT * FROM ONLY $from);"
+            " IF $rec = NONE OR $rec.file_hash != $hash"
+            "   OR (SELECT VALUE id FROM ONLY $to) != NONE { RETURN false; };"
+            " CREATE $to CONTENT { path: $new, file_hash: $hash, size: $size, mtime_ns: $mtime,"
+            "   status: $rec.status, error: $rec.error, mime_type: $rec.mime_type,"
+            "   document: $rec.document } RETURN NONE;"
+            " DELETE $from;"
+            " IF $rec.document != NONE {"
+            "   UPDATE $rec.document SET sources = sources.map(|$s| IF $s = $old { $new }"
+            "     ELSE { $s }) RETURN NONE;"
+            "   UPDATE $rec.document SET source = $new WHERE source = $old RETURN NONE;"
+            " };"
+            " RETURN true; COMMIT;",
+            {"from": self.file_id(old), "to": self.file_id(new), "old": old, "new": new,
+             "hash": file_hash, "size": size, "mtime": mtime_ns})
+        return _returned(result)
 
     async def forget_source(self, source: str) -> bool:
         """Forget a source; its document goes when no other source shares it."""
@@ -349,6 +442,12 @@ class DocumentStorage:
         return Statement("UPDATE $doc SET generation = $generation, chunk_count = $n_chunks"
                          " RETURN NONE;",
                          {"doc": doc, "generation": generation, "n_chunks": chunks})
+
+
+def _returned(results: list[Any]) -> bool:
+    """Whether a transaction that ends in ``RETURN true`` (or returns ``false`` early) got
+    to its end: the engine reports the returned value among the statements' results."""
+    return any(r is True for r in results)
 
 
 def record_id(value: Any, table: str) -> RecordID:

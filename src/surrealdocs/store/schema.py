@@ -315,6 +315,37 @@ async def _v8_move(store: Store, settings: Settings, dimension: int) -> None:
              "ids": [r["id"] for r in rows]})
 
 
+def _v9_prepare(names: Names, settings: Settings, dimension: int) -> str:
+    # The chunks a store already holds get their text hash before the index is made over it
+    # (idempotent: only rows without one are written, each statement its own transaction).
+    if not settings.chunked:
+        return ""
+    C = names.chunks
+    return f"""
+DEFINE FIELD IF NOT EXISTS text_hash ON {C} TYPE string VALUE crypto::sha256(content);
+UPDATE {C} SET text_hash = crypto::sha256(content) WHERE text_hash = NONE RETURN NONE;
+"""
+
+
+def _v9(names: Names, settings: Settings, dimension: int) -> str:
+    # Sync: a source's file size is there already; its modification time lets an unchanged
+    # file be skipped without reading it, and the raw hash's index finds a renamed or copied
+    # file. Chunks carry the SHA-256 of their text (computed by the engine, so it cannot
+    # disagree with the text): a chunk whose text is stored already reuses that vector.
+    F = names.files
+    out = f"""
+DEFINE FIELD IF NOT EXISTS mtime_ns ON {F} TYPE option<int>;
+DEFINE INDEX IF NOT EXISTS {F}_file_hash ON {F} FIELDS file_hash;
+"""
+    if settings.chunked:
+        C = names.chunks
+        out += f"""
+DEFINE FIELD IF NOT EXISTS text_hash ON {C} TYPE string VALUE crypto::sha256(content);
+DEFINE INDEX IF NOT EXISTS {C}_text_hash ON {C} FIELDS text_hash;
+"""
+    return out
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "documents, chunks (BM25 + HNSW), files", _v1),
     Migration(2, "notebooks, sources' references, notes, jobs; chunk generations", _v2),
@@ -325,6 +356,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _v6, params=_v6_params),
     Migration(7, "API keys of the server (hashed)", _v7),
     Migration(8, "the chunks' vectors in a table of their own", _v8, move=_v8_move),
+    Migration(9, "files.mtime_ns and an index on files.file_hash (sync); chunks.text_hash"
+              " (vectors reused for unchanged text)", _v9, _v9_prepare),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
