@@ -1,10 +1,18 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 
-from surrealdocs.chunk import Chunk, assign_pages, byte_to_char_offsets, chunk_text
-from surrealdocs.embed import get_embedder
+from surrealdocs.chunk import (
+    Chunk,
+    assign_pages,
+    byte_to_char_offsets,
+    chunk_text,
+    fit_to_window,
+)
+from surrealdocs.embed import get_embedder, token_window
 from surrealdocs.embed.hashing import HashingEmbedder
 from surrealdocs.embed.minilm import (
     MODEL_SHA256,
@@ -97,3 +105,43 @@ def test_assign_pages_from_page_starts() -> None:
     untouched = [Chunk(index=0, content="a", char_start=0, char_end=1)]
     assign_pages(untouched, None)
     assert untouched[0].first_page is None
+
+
+# --- chunks fit the model's window ---------------------------------------------------------
+
+
+def _words(texts: Sequence[str]) -> list[int]:
+    return [len(t.split()) + 2 for t in texts]  # word pieces, roughly, with [CLS] and [SEP]
+
+
+def test_a_text_that_fits_the_window_is_one_chunk() -> None:
+    text = "\n  " + " ".join(f"word{i}." for i in range(60)) + "  \n"
+    chunks = chunk_text(text, 120, 20)
+    assert len(chunks) > 1
+    fitted = fit_to_window(text, chunks, 100, _words)
+    assert len(fitted) == 1
+    only = fitted[0]
+    assert only.content == text.strip() and text[only.char_start:only.char_end] == only.content
+    assert fit_to_window(text, chunks, 50, _words) == chunks  # too long for it: unchanged
+
+
+def test_chunks_longer_than_the_window_are_cut_again() -> None:
+    text = "Intro line.\n\n" + " ".join(f"w{i}" for i in range(400)) + "\n\nLast line."
+    chunks = chunk_text(text, 5000, 100)
+    assert len(chunks) == 1 and _words([chunks[0].content])[0] > 100
+    fitted = fit_to_window(text, chunks, 100, _words)
+    assert len(fitted) > 4
+    assert all(n <= 100 for n in _words([c.content for c in fitted]))
+    assert [c.index for c in fitted] == list(range(len(fitted)))
+    for c in fitted:
+        assert text[c.char_start:c.char_end] == c.content
+    covered = {w for c in fitted for w in c.content.split()}
+    assert covered == set(text.split())  # nothing lost
+
+
+def test_minilm_counts_its_word_pieces() -> None:
+    model = get_embedder("all-minilm-l6-v2")
+    window = token_window(model)
+    assert window is not None and window[0] == 256
+    assert window[1](["hello world", "x " * 600]) == [4, 602]
+    assert token_window(HashingEmbedder(64)) is None  # no window: chunks stay as they are

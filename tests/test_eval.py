@@ -182,3 +182,68 @@ def test_eval_command(tmp_path: Path) -> None:
 
     result = runner.invoke(app, ["eval", str(tmp_path), "--model", "hashing-64"])
     assert result.exit_code == 2 and "not a BEIR dataset" in result.output
+
+
+# --- many datasets, comparisons ------------------------------------------------------------
+
+
+def test_each_of_several_datasets_gets_its_own_store() -> None:
+    from surrealdocs.evaluate import settings_for_dataset
+
+    assert settings_for_dataset(Settings(db="mem://"), "med").db == "mem://"
+    own = settings_for_dataset(Settings(db="/tmp/stores"), "med")
+    assert own.db == "surrealkv:///tmp/stores/med"
+    remote = settings_for_dataset(Settings(db="ws://db:8000", database="eval"), "npl")
+    assert (remote.db, remote.database) == ("ws://db:8000", "eval_npl")
+
+
+def test_eval_command_on_several_datasets_and_compare(tmp_path: Path) -> None:
+    first, second = write_beir(tmp_path / "one"), write_beir(tmp_path / "two")
+    runner = CliRunner()
+    stores, before = tmp_path / "stores", tmp_path / "before.json"
+    result = runner.invoke(app, ["eval", str(first), str(second), "--model", "hashing-64",
+                                 "--db", str(stores), "--mode", "text", "--mode", "vector",
+                                 "-o", str(before)])
+    assert result.exit_code == 0, result.output
+    assert "mean" in result.output and "one" in result.output and "two" in result.output
+    assert sorted(p.name for p in stores.iterdir()) == ["one", "two"]  # a store each
+    figures = json.loads(before.read_text())
+    assert [d["dataset"] for d in figures["datasets"]] == ["one", "two"]
+    vector = [next(r for r in d["results"] if r["mode"] == "vector")
+              for d in figures["datasets"]]
+    assert figures["mean"]["vector"]["ndcg@10"] == pytest.approx(
+        (vector[0]["ndcg@10"] + vector[1]["ndcg@10"]) / 2, abs=1e-4)
+    assert set(vector[0]["per_query"]) == {"q1", "q2", "q3", "q4"}
+
+    # the stores are reused; other options change the hybrid figures only
+    after = tmp_path / "after.json"
+    result = runner.invoke(app, ["eval", str(first), str(second), "--model", "hashing-64",
+                                 "--db", str(stores), "--json", "-o", str(after)])
+    assert result.exit_code == 0, result.output
+    assert all(d["reused"] == 6 for d in json.loads(result.output)["datasets"])
+
+    # doctor one query's figure in the "after" file: compare must find exactly that change
+    doctored = json.loads(after.read_text())
+    text = doctored["datasets"][1]["results"][0]
+    assert text["mode"] == "text" and text["per_query"]["q2"]["ndcg@10"] == 1.0
+    text["per_query"]["q2"]["ndcg@10"] = 0.5
+    text["ndcg@10"] = 0.875
+    after.write_text(json.dumps(doctored))
+    result = runner.invoke(app, ["eval", "--compare", str(before), str(after), "--json"])
+    assert result.exit_code == 0, result.output
+    differences = json.loads(result.output)["differences"]
+    assert [(d["dataset"], d["mode"]) for d in differences] == [
+        ("one", "text"), ("one", "vector"), ("two", "text"), ("two", "vector")]  # shared
+    changed = differences[2]
+    assert changed["delta"]["ndcg@10"] == pytest.approx(-0.125)
+    assert changed["queries"] == [{"query": "q2", "before": 1.0, "after": 0.5}]
+    assert (changed["improved"], changed["worsened"]) == (0, 1)
+    assert all(d["queries"] == [] for i, d in enumerate(differences) if i != 2)
+    result = runner.invoke(app, ["eval", "--compare", str(before), str(after)])
+    assert result.exit_code == 0 and "-0.1250" in result.output and "q2 1.00→0.50" in result.output
+
+    for bad in (["eval"], ["eval", str(first), "--compare", str(before), str(after)],
+                ["eval", "--compare", str(before), str(tmp_path / "missing.json")],
+                ["eval", str(first), str(first), "--model", "hashing-64"]):
+        result = runner.invoke(app, bad)
+        assert result.exit_code == 2, (bad, result.output)

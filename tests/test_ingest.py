@@ -14,6 +14,7 @@ import surrealdocs.extract as extract_module
 import surrealdocs.ingest as ingest_module
 from conftest import SAMPLES
 from surrealdocs import ConfigurationError, KnowledgeBase, Settings, StoreError
+from surrealdocs.embed.hashing import HashingEmbedder
 from surrealdocs.store.chunks import ChunkStorage
 from surrealdocs.store.connection import connect
 
@@ -310,3 +311,42 @@ async def test_limits_on_file_size_and_chunks(tmp_path: Path) -> None:
                                                                               or "")
     with pytest.raises(ConfigurationError):
         Settings(max_file_bytes=0)
+
+
+class _WindowedHashing(HashingEmbedder):
+    """The hashing model, said to read 40 word pieces (a word is one here)."""
+
+    max_tokens = 40
+
+    def count_tokens(self, texts: Any) -> list[int]:
+        return [len(t.split()) + 2 for t in texts]
+
+
+async def test_chunks_are_fitted_to_the_models_window() -> None:
+    short = " ".join(f"s{i}." for i in range(30))  # 32 word pieces: fits
+    long = " ".join(f"l{i}" for i in range(200))  # one line, 202 word pieces
+    for fit in (True, False):
+        settings = Settings(db="mem://", chunk_size=60, chunk_overlap=10, fit_chunks=fit)
+        async with await KnowledgeBase.open(settings=settings,
+                                            embedder=_WindowedHashing(64)) as kb:
+            await kb.ingest_texts({"t://short": short, "t://long": long})
+            one = await kb.document("t://short")
+            assert one.chunks is not None
+            if fit:  # one vector for the whole text
+                assert one.chunk_count == 1 and one.chunks[0].char_end == len(short)
+            else:  # kreuzberg's chunks of 60 characters
+                assert one.chunk_count >= 3
+            hits = await kb.search("s17", mode="text")
+            assert hits and hits[0].document_id == one.id
+        settings = Settings(db="mem://", chunk_size=4000, chunk_overlap=100, fit_chunks=fit)
+        async with await KnowledgeBase.open(settings=settings,
+                                            embedder=_WindowedHashing(64)) as kb:
+            await kb.ingest_texts({"t://long": long})
+            doc = await kb.document("t://long")
+            assert doc.content is not None and doc.chunks is not None
+            texts = [doc.content[c.char_start:c.char_end] for c in doc.chunks]
+            if fit:  # cut so that the model reads every word
+                assert len(texts) >= 5 and all(len(t.split()) <= 38 for t in texts)
+                assert {w for t in texts for w in t.split()} == set(long.split())
+            else:
+                assert len(texts) == 1

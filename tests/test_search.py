@@ -204,3 +204,17 @@ async def test_terms_in_most_chunks_are_left_out_once_counted(kb: KnowledgeBase)
         await all_terms.ingest_texts(texts)
         await all_terms.warm_up([query])
         assert len(await all_terms.search(query, mode="text", limit=20)) == 12
+
+
+async def test_stemming_is_english_by_default_and_can_be_turned_off() -> None:
+    texts = {"t://1": "The runners were running through the parks.",
+             "t://2": "A quiet library with old books."}
+    for language, finds_stems in (("english", True), ("none", False)):
+        async with await KnowledgeBase.open("mem://", model="hashing-64",
+                                            analyzer_language=language) as kb:
+            await kb.ingest_texts(texts)
+            assert [h.source for h in await kb.search("running", mode="text")] == ["t://1"]
+            stemmed = await kb.search("runs park", mode="text")
+            assert bool(stemmed) is finds_stems
+    with pytest.raises(ConfigurationError, match="or none"):
+        await KnowledgeBase.open("mem://", model="hashing-64", analyzer_language="klingon")

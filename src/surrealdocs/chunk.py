@@ -8,7 +8,7 @@ offsets; here they become Python string (code point) offsets, so that
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +66,59 @@ def chunks_from_kreuzberg(content: str, kz_chunks: Sequence[Any]) -> list[Chunk]
             first_page=_page(meta.get("first_page")),
             last_page=_page(meta.get("last_page")),
         ))
+    return out
+
+
+def fit_to_window(content: str, chunks: list[Chunk], max_tokens: int,
+                  count_tokens: Callable[[Sequence[str]], list[int]],
+                  overlap: int = 100) -> list[Chunk]:
+    """Chunks an embedding model reads whole.
+
+    Text that fits the model's window of ``max_tokens`` word pieces becomes one chunk: one
+    vector of the whole text says more than several of its pieces. Otherwise every chunk
+    longer than the window is cut again, in proportion to its word pieces, so that no text
+    is silently truncated by the model. Spans keep indexing ``content``.
+    """
+    if not chunks:
+        return chunks
+    if len(chunks) > 1 and len(content) <= max_tokens * MAX_CHARS_PER_TOKEN:
+        start = len(content) - len(content.lstrip())
+        end = len(content.rstrip())
+        if count_tokens([content[start:end]])[0] <= max_tokens:
+            pages = [p for c in chunks for p in (c.first_page, c.last_page) if p is not None]
+            return [Chunk(0, content[start:end], start, end,
+                          min(pages) if pages else None, max(pages) if pages else None)]
+    counts = count_tokens([c.content for c in chunks])
+    if all(n <= max_tokens for n in counts):
+        return chunks
+    out: list[Chunk] = []
+    for chunk, n in zip(chunks, counts):
+        for piece in (_split_to_fit(chunk, n, max_tokens, count_tokens, overlap)
+                      if n > max_tokens else [chunk]):
+            piece.index = len(out)
+            out.append(piece)
+    return out
+
+
+# A word piece rarely covers more characters than this: longer text cannot fit the window.
+MAX_CHARS_PER_TOKEN = 12
+
+
+def _split_to_fit(chunk: Chunk, tokens: int, max_tokens: int,
+                  count_tokens: Callable[[Sequence[str]], list[int]],
+                  overlap: int) -> list[Chunk]:
+    size = max(50, int(len(chunk.content) * max_tokens / tokens * 0.9))
+    parts = chunk_text(chunk.content, size, min(overlap, size // 4))
+    if len(parts) <= 1:  # the chunker cannot cut it smaller: keep it as it is
+        return [chunk]
+    out = []
+    for part in parts:
+        part.char_start += chunk.char_start
+        part.char_end += chunk.char_start
+        part.first_page, part.last_page = chunk.first_page, chunk.last_page
+        n = count_tokens([part.content])[0]
+        out += _split_to_fit(part, n, max_tokens, count_tokens, overlap) \
+            if n > max_tokens else [part]
     return out
 
 

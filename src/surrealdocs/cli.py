@@ -857,8 +857,9 @@ def keys_revoke(
 # ----- evaluation ------------------------------------------------------------------------
 @app.command("eval")
 def eval_command(
-    dataset: Annotated[Path, typer.Argument(
-        help="A BEIR-layout directory: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv")],
+    datasets: Annotated[list[Path] | None, typer.Argument(
+        help="BEIR-layout directories: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv",
+        show_default=False)] = None,
     split: Annotated[str, typer.Option(help="Which qrels/SPLIT.tsv to evaluate")] = "test",
     mode: Annotated[list[str] | None, typer.Option(
         "--mode", help=f"Modes to measure (repeatable) [default: {', '.join(EVAL_MODES)}]")
@@ -875,58 +876,141 @@ def eval_command(
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Also write the figures as JSON to this file")] = None,
     db: Annotated[str | None, typer.Option(
-        "--db", help="Store for the corpus; one that holds this dataset only is reused"
-                     " [default: mem://]")] = None,
+        "--db", help="Store for the corpus, reused when it holds this dataset only; with"
+                     " several datasets, a folder of one store per dataset [default: mem://]")
+    ] = None,
     model: Annotated[str | None, typer.Option(
         "--model", help="Embedding model [default: $SURREALDOCS_MODEL or all-minilm-l6-v2]")
     ] = None,
+    compare: Annotated[tuple[Path, Path] | None, typer.Option(
+        "--compare", metavar="BEFORE.json AFTER.json",
+        help="Compare two files written by eval -o (per dataset, mode and query); runs"
+             " no evaluation")] = None,
+    show_queries: Annotated[int, typer.Option(
+        "--queries", min=0, help="With --compare: the queries that changed most, per"
+                                 " dataset and mode")] = 5,
 ) -> None:
-    """Measure retrieval quality on a BEIR dataset: nDCG@10, Recall@100, MRR@10 per mode.
+    """Measure retrieval quality on BEIR datasets: nDCG@10, Recall@100, MRR@10 per mode.
 
-    The corpus is ingested through the normal ingest path (title + text per document; a
+    Each corpus is ingested through the normal ingest path (title + text per document; a
     --db store that already holds it is reused); every judged query runs in each mode, one
-    result per document.
+    result per document. With several datasets, one table shows them all and their mean.
     """
-    from .evaluate import evaluate
+    from .evaluate import evaluate_many, summary
 
+    if compare is not None:
+        if datasets:
+            _fail("--compare compares two figure files: give no datasets with it")
+        _compare_figures(*compare, as_json=as_json, show_queries=show_queries)
+        return
+    if not datasets:
+        _fail("give at least one dataset directory (or --compare BEFORE.json AFTER.json)")
     progress = Progress(TextColumn("[bold]{task.fields[stage]}"), BarColumn(),
                         MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
                         disable=as_json or not err_console.is_terminal)
     task = progress.add_task("", total=None, stage="eval")
+    current = ""
+
+    def on_dataset(name: str) -> None:
+        nonlocal current
+        current = f"{name} " if len(datasets) > 1 else ""
 
     def on_progress(stage: str, done: int, total: int) -> None:
-        progress.update(task, completed=done, total=total, stage=stage)
+        progress.update(task, completed=done, total=total, stage=current + stage)
 
     async def work() -> Any:
         settings = Settings.from_env(
             db=db or "mem://", model=model, chunk_size=chunk_size, hybrid_fusion=fusion,
             hybrid_candidates=candidates, text_weight=text_weight, vector_weight=vector_weight)
-        return await evaluate(dataset, settings=settings, modes=mode or EVAL_MODES,
-                              split=split, on_progress=on_progress)
+        return await evaluate_many(datasets, settings=settings, modes=mode or EVAL_MODES,
+                                   split=split, on_progress=on_progress, on_dataset=on_dataset)
 
     with progress:
-        report = _run(work)
-    figures = report.to_dict()
+        reports = _run(work)
+    figures = reports[0].to_dict() if len(reports) == 1 else summary(reports)
     if output:
         output.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     if as_json:
         _print_json(figures)
         return
-    table = Table(title=f"{escape(report.dataset)} ({escape(report.split)}): {report.queries}"
-                        f" queries, {report.documents} documents, {report.chunks} chunks")
-    for column in ("mode", "nDCG@10", "Recall@100", "MRR@10", "time", "per query"):
-        table.add_column(column, justify="left" if column == "mode" else "right")
-    for r in report.results:
-        table.add_row(r.mode, f"{r.metrics['ndcg@10']:.4f}", f"{r.metrics['recall@100']:.4f}",
-                      f"{r.metrics['mrr@10']:.4f}", f"{r.seconds:.1f} s",
-                      f"{r.ms_per_query:.0f} ms")
+    if len(reports) == 1:
+        report = reports[0]
+        title = (f"{escape(report.dataset)} ({escape(report.split)}): {report.queries}"
+                 f" queries, {report.documents} documents, {report.chunks} chunks")
+    else:
+        title = f"{len(reports)} datasets ({escape(split)})"
+    table = Table(title=title)
+    several = len(reports) > 1
+    columns = (["dataset"] if several else []) + [
+        "mode", "nDCG@10", "Recall@100", "MRR@10", "time", "per query"]
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("dataset", "mode") else "right")
+    for report in reports:
+        for r in report.results:
+            table.add_row(*([escape(report.dataset)] if several else []), r.mode,
+                          f"{r.metrics['ndcg@10']:.4f}", f"{r.metrics['recall@100']:.4f}",
+                          f"{r.metrics['mrr@10']:.4f}", f"{r.seconds:.1f} s",
+                          f"{r.ms_per_query:.0f} ms")
+        if several:
+            table.add_section()
+    if several:
+        for m, values in summary(reports)["mean"].items():
+            table.add_row("mean", m, f"{values['ndcg@10']:.4f}", f"{values['recall@100']:.4f}",
+                          f"{values['mrr@10']:.4f}", "", "")
     console.print(table)
-    s = report.settings
-    console.print(
-        f"ingest {report.ingest_seconds:.1f} s · model {s['model']} · chunks {s['chunk_size']}"
-        f" chars · BM25({s['bm25_k1']}, {s['bm25_b']}) · HNSW M {s['hnsw_m']} EFC"
-        f" {s['hnsw_efc']} ef {s['hnsw_ef']} ({s['vector_index']}) · hybrid"
-        f" {s['hybrid_fusion']} over {s['hybrid_candidates']} per leg")
+    for report in reports:
+        s = report.settings
+        console.print(
+            f"{escape(report.dataset) + ': ' if several else ''}"
+            f"ingest {report.ingest_seconds:.1f} s · model {s['model']} · chunks"
+            f" {s['chunk_size']} chars · BM25({s['bm25_k1']}, {s['bm25_b']}) · HNSW M"
+            f" {s['hnsw_m']} EFC {s['hnsw_efc']} ef {s['hnsw_ef']} ({s['vector_index']}) ·"
+            f" hybrid {s['hybrid_fusion']} over {s['hybrid_candidates']} per leg")
+
+
+def _compare_figures(before_file: Path, after_file: Path, *, as_json: bool,
+                     show_queries: int) -> None:
+    from .evaluate import compare, load_figures
+
+    try:
+        before, after = load_figures(before_file), load_figures(after_file)
+    except (OSError, ValueError) as exc:
+        _fail(f"cannot read the figures: {exc}")
+    except SurrealDocsError as exc:
+        _fail(str(exc))
+    differences = compare(before, after)
+    if not differences:
+        _fail(f"{before_file} and {after_file} share no dataset and mode to compare")
+    if as_json:
+        _print_json({"differences": [
+            {"dataset": d.dataset, "mode": d.mode, "before": d.before, "after": d.after,
+             "delta": {k: round(v, 4) for k, v in d.delta.items()},
+             "improved": sum(new > old for _, old, new in d.queries),
+             "worsened": sum(new < old for _, old, new in d.queries),
+             "queries": [{"query": q, "before": old, "after": new}
+                         for q, old, new in d.queries]}
+            for d in differences]})
+        return
+    table = Table(title=f"{escape(before_file.name)} → {escape(after_file.name)}: after (change)")
+    for column in ("dataset", "mode", "nDCG@10", "Recall@100", "MRR@10", "queries ±"):
+        table.add_column(column, justify="left" if column in ("dataset", "mode") else "right",
+                         no_wrap=column not in ("dataset", "queries ±"))
+    for d in differences:
+        cells = []
+        for k in ("ndcg@10", "recall@100", "mrr@10"):
+            delta = d.delta[k]
+            colour = "green" if delta > 0 else "red" if delta < 0 else "dim"
+            cells.append(f"{d.after[k]:.4f} [{colour}]{delta:+.4f}[/{colour}]")
+        up = sum(new > old for _, old, new in d.queries)
+        table.add_row(escape(d.dataset), d.mode, *cells, f"{up}/{len(d.queries) - up}")
+    console.print(table)
+    if show_queries:
+        for d in differences:
+            if not d.queries:
+                continue
+            shown = ", ".join(f"{escape(q)} {old:.2f}→{new:.2f}"
+                              for q, old, new in d.queries[:show_queries])
+            console.print(f"{escape(d.dataset)} {d.mode}: {shown}", soft_wrap=True)
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ SNOWBALL_LANGUAGES = (
     "italian", "norwegian", "portuguese", "romanian", "russian", "spanish", "swedish", "tamil",
     "turkish",
 )
+NO_STEMMING = "none"  # analyzer_language without a stemmer: words are matched as written
 _NOT_FROM_ENV = {"env": False}
 FUSIONS = ("rrf", "minmax", "zscore")
 
@@ -45,11 +46,16 @@ class Settings:
             ``surrealdocs.embed.available_models``) or a hosted one, ``openai:MODEL`` or
             ``ollama:MODEL`` (the only way anything reaches the network).
         chunk_size, chunk_overlap: chunk length and overlap in characters.
+        fit_chunks: fit chunks to the embedding model's window, for models that say what
+            it is (the default one: 256 word pieces): a document that fits is stored as one
+            chunk, and a chunk longer than the window is cut again, so no text is silently
+            truncated by the model. ``False`` keeps kreuzberg's chunks as they are.
         hnsw_*: HNSW index parameters. ``hnsw_ef`` is the search-time candidate list size
             (a search for k hits uses at least 2k).
         bm25_k1, bm25_b: BM25 parameters of the full-text index. The defaults are Lucene's
             and Anserini's (0.9, 0.4): chunks are short, so length normalisation is mild.
-        analyzer_language: stemming language of the full-text analyzer (snowball).
+        analyzer_language: stemming language of the full-text analyzer (snowball), or
+            ``none`` for no stemming.
         bm25_max_df: query terms found in more than this share of the chunks are left out
             of the BM25 query (they cost the engine a scan of that share of the table while
             weighing little: inverse document frequency below ln 3); ``1`` keeps every term.
@@ -119,6 +125,7 @@ class Settings:
     model: str = "all-minilm-l6-v2"
     chunk_size: int = 800
     chunk_overlap: int = 100
+    fit_chunks: bool = False
     hnsw_distance: str = "COSINE"
     hnsw_efc: int = 150
     hnsw_m: int = 12
@@ -206,9 +213,10 @@ class Settings:
             raise ConfigurationError(
                 f"BM25 wants k1 >= 0 and 0 <= b <= 1, got k1={self.bm25_k1}, b={self.bm25_b}")
         language = str(self.analyzer_language).strip().lower()
-        if language not in SNOWBALL_LANGUAGES:
+        if language not in (*SNOWBALL_LANGUAGES, NO_STEMMING):
             raise ConfigurationError(
-                f"analyzer_language must be one of {', '.join(SNOWBALL_LANGUAGES)}, "
+                f"analyzer_language must be one of {', '.join(SNOWBALL_LANGUAGES)} or"
+                f" {NO_STEMMING}, "
                 f"got {self.analyzer_language!r}")
         object.__setattr__(self, "analyzer_language", language)
         if not isinstance(self.hybrid_candidates, int) or self.hybrid_candidates < 1:

@@ -25,6 +25,7 @@ from .embed import Embedder, get_embedder
 from .errors import ConfigurationError
 from .kb import KnowledgeBase
 from .search import MODES
+from .store.connection import REMOTE_SCHEMES, resolve_url
 
 EVAL_MODES = ("text", "vector", "hybrid")
 DEPTH = 100  # documents retrieved per query: enough for Recall@100
@@ -150,6 +151,7 @@ class ModeResult:
     metrics: dict[str, float]
     seconds: float
     queries: int
+    per_query: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)
 
     @property
     def ms_per_query(self) -> float:
@@ -158,7 +160,9 @@ class ModeResult:
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, **{k: round(v, 4) for k, v in self.metrics.items()},
                 "seconds": round(self.seconds, 2), "ms_per_query": round(self.ms_per_query, 1),
-                "queries": self.queries}
+                "queries": self.queries,
+                "per_query": {q: {k: round(v, 4) for k, v in m.items()}
+                              for q, m in self.per_query.items()}}
 
 
 @dataclass
@@ -262,8 +266,9 @@ async def evaluate(dataset: str | Path | Dataset, *, settings: Settings | None =
                 run[qid] = [cid for h in hits for cid in corpus_ids.get(h.document_id, [])]
                 progress(mode, n, len(data.queries))
             seconds = time.perf_counter() - t0
-            metrics = mean_scores(score_run(data.qrels, run))
-            results.append(ModeResult(mode, metrics, seconds, len(data.queries)))
+            per_query = score_run(data.qrels, run)
+            metrics = mean_scores(per_query)
+            results.append(ModeResult(mode, metrics, seconds, len(data.queries), per_query))
             runs[mode] = run
 
         described = {k: v for k, v in asdict(kb.settings).items()
@@ -286,3 +291,109 @@ async def evaluate(dataset: str | Path | Dataset, *, settings: Settings | None =
 def evaluate_sync(dataset: str | Path | Dataset, **kwargs: Any) -> EvalReport:
     """:func:`evaluate` for callers without an event loop."""
     return asyncio.run(evaluate(dataset, **kwargs))
+
+
+def settings_for_dataset(settings: Settings, name: str) -> Settings:
+    """Where one of several datasets is evaluated: ``settings.db`` taken as a folder of one
+    store per dataset (``DB/NAME``), or, on a server, one database per dataset
+    (``DATABASE_NAME``); an in-memory store stays in memory."""
+    url = resolve_url(settings.db)
+    scheme, _, path = url.partition("://")
+    if scheme in REMOTE_SCHEMES:
+        return settings.replace(database=f"{settings.database}_{name}")
+    if not path:  # in memory
+        return settings
+    return settings.replace(db=f"{scheme}://{Path(path) / name}")
+
+
+async def evaluate_many(datasets: Sequence[str | Path], *, settings: Settings,
+                        on_dataset: Callable[[str], None] | None = None,
+                        **kwargs: Any) -> list[EvalReport]:
+    """:func:`evaluate` on each dataset in turn; with more than one, each gets its own store
+    (see :func:`settings_for_dataset`). The datasets are read first, so a mistyped path
+    fails before any ingest."""
+    split = kwargs.pop("split", "test")
+    loaded = [load_beir(d, split) for d in datasets]
+    names = [d.name for d in loaded]
+    if len(set(names)) != len(names):
+        raise ConfigurationError(
+            f"two datasets are named {next(n for n in names if names.count(n) > 1)!r}:"
+            " each needs its own directory name")
+    reports = []
+    for data in loaded:
+        if on_dataset:
+            on_dataset(data.name)
+        own = settings_for_dataset(settings, data.name) if len(loaded) > 1 else settings
+        reports.append(await evaluate(data, settings=own, **kwargs))
+    return reports
+
+
+def summary(reports: Sequence[EvalReport]) -> dict[str, Any]:
+    """Several datasets' figures and their mean per mode, as ``eval -o`` writes them."""
+    datasets = [r.to_dict() for r in reports]
+    return {"datasets": datasets,
+            "mean": {mode: {k: round(v, 4) for k, v in m.items()}
+                     for mode, m in mean_over(datasets).items()}}
+
+
+def mean_over(reports: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """The mean of each measure per mode over several datasets' reports (``to_dict()``
+    form), each dataset counting once whatever its number of queries."""
+    by_mode: dict[str, list[Mapping[str, Any]]] = {}
+    for report in reports:
+        for r in report["results"]:
+            by_mode.setdefault(r["mode"], []).append(r)
+    names = [name for name, *_ in MEASURES]
+    return {mode: {name: sum(float(r[name]) for r in rows) / len(rows) for name in names}
+            for mode, rows in by_mode.items() if len(rows) == len(reports)}
+
+
+def load_figures(path: str | Path) -> list[dict[str, Any]]:
+    """The datasets' reports in an ``eval -o`` file (one dataset, or several)."""
+    figures = json.loads(Path(path).read_text(encoding="utf-8"))
+    reports = figures.get("datasets", [figures]) if isinstance(figures, dict) else []
+    if not reports or not all(isinstance(r, dict) and "results" in r for r in reports):
+        raise ConfigurationError(f"{path} holds no figures of surrealdocs eval")
+    return list(reports)
+
+
+@dataclass
+class Difference:
+    """How one dataset and mode changed between two evaluations (``after - before``)."""
+
+    dataset: str
+    mode: str
+    before: dict[str, float]
+    after: dict[str, float]
+    queries: list[tuple[str, float, float]]  # (query id, nDCG@10 before, after), by change
+
+    @property
+    def delta(self) -> dict[str, float]:
+        return {k: self.after[k] - self.before[k] for k in self.before if k in self.after}
+
+
+def compare(before: Sequence[Mapping[str, Any]],
+            after: Sequence[Mapping[str, Any]]) -> list[Difference]:
+    """Per dataset and mode present in both, the measures before and after, and the
+    queries whose nDCG@10 changed, the largest changes first."""
+    names = [name for name, *_ in MEASURES]
+    first = {(r["dataset"], r.get("split")): r for r in before}
+    out = []
+    for report in after:
+        old = first.get((report["dataset"], report.get("split")))
+        if old is None:
+            continue
+        old_modes = {r["mode"]: r for r in old["results"]}
+        for r in report["results"]:
+            o = old_modes.get(r["mode"])
+            if o is None:
+                continue
+            pq_old, pq_new = o.get("per_query") or {}, r.get("per_query") or {}
+            changed = sorted(
+                ((q, pq_old[q]["ndcg@10"], pq_new[q]["ndcg@10"]) for q in pq_new
+                 if q in pq_old and pq_old[q]["ndcg@10"] != pq_new[q]["ndcg@10"]),
+                key=lambda t: (-abs(t[2] - t[1]), t[0]))
+            out.append(Difference(report["dataset"], r["mode"],
+                                  {k: float(o[k]) for k in names},
+                                  {k: float(r[k]) for k in names}, changed))
+    return out

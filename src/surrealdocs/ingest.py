@@ -25,9 +25,10 @@ from typing import Any, TypeVar
 
 from surrealdb import RecordID
 
+from .chunk import Chunk, assign_pages, fit_to_window
 from .config import Settings
 from .discover import discover
-from .embed import EmbeddingRunner
+from .embed import EmbeddingRunner, token_window
 from .errors import ConfigurationError, StoreError
 from .extract import Extracted, ExtractFailure, extract_bytes, extract_file
 from .results import STATUSES, FileResult, IngestReport
@@ -114,6 +115,9 @@ class Ingestor:
         # unchanged chunks their rows). False embeds and writes every chunk (benchmarks).
         self.reuse = True
         self.chunks_embedded = 0  # texts sent to the model, for reports and benchmarks
+        self._window = (token_window(self.embedding.embedder)
+                        if self.embedding is not None and settings.fit_chunks
+                        and settings.chunked else None)
 
     async def ingest_paths(self, paths: Iterable[str | Path], *, glob: str = "**/*",
                            force: bool = False, retry_failed: bool = False,
@@ -270,6 +274,8 @@ class Ingestor:
                                               self.settings)
         size = len(src.data)
         src.data = None  # free the bytes before embedding
+        if isinstance(outcome, Extracted) and self._window is not None:
+            outcome.chunks = await asyncio.to_thread(self._fit, outcome)
         most = self.settings.max_chunks_per_document
         if isinstance(outcome, Extracted) and len(outcome.chunks) > most:
             outcome = ExtractFailure(
@@ -282,6 +288,15 @@ class Ingestor:
             return FileResult(src.key, outcome.kind, reason=outcome.reason)
         return await self._store_document(src.key, file_hash, size, src.mtime_ns, outcome,
                                           previous)
+
+    def _fit(self, doc: Extracted) -> list[Chunk]:
+        assert self._window is not None
+        most, count = self._window
+        chunks = fit_to_window(doc.content, doc.chunks, most, count,
+                               self.settings.chunk_overlap)
+        if chunks is not doc.chunks:
+            assign_pages(chunks, doc.page_starts)
+        return chunks
 
     async def _store_document(self, key: str, file_hash: str, size: int,
                               mtime_ns: int | None, doc: Extracted,

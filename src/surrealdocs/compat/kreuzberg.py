@@ -300,7 +300,7 @@ class _Ingester:
         self._settings = Settings(
             documents_table=table, chunks_table=chunk_table,
             insert_batch_size=insert_batch_size, chunked=self._chunked, embed=embed,
-            separate_vectors=False, kreuzberg_config=own_config, **extra)
+            separate_vectors=False, fit_chunks=False, kreuzberg_config=own_config, **extra)
         self._db = db
         self._client = LegacyQueryClient(db)
         self._embedder = embedder

@@ -40,6 +40,21 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> Vectors: ...
 
 
+TokenCounter = Callable[[Sequence[str]], list[int]]
+
+
+def token_window(embedder: Embedder) -> tuple[int, TokenCounter] | None:
+    """The model's window and its token counter, for models that say what they read: an
+    embedder may have ``max_tokens`` (the word pieces it reads of a text; the rest is
+    ignored) and ``count_tokens(texts)``. Ingest then keeps every chunk within the window
+    and stores a document that fits it as one chunk."""
+    most = getattr(embedder, "max_tokens", None)
+    count = getattr(embedder, "count_tokens", None)
+    if isinstance(most, int) and most > 0 and callable(count):
+        return most, count
+    return None
+
+
 _FACTORIES: dict[str, Callable[[str], Embedder]] = {}
 _PROVIDERS: dict[str, Callable[[str, Settings], Embedder]] = {}
 _CACHE: dict[str, Embedder] = {}

@@ -44,6 +44,7 @@ def file_sha256(path: Path) -> str:
 class MiniLMEmbedder:
     name = "all-minilm-l6-v2"
     dimension = 384
+    max_tokens = MAX_TOKENS  # the window: the model ignores word pieces beyond it
 
     def __init__(self, batch_size: int = 32, threads: int | None = None) -> None:
         import onnxruntime as ort
@@ -61,6 +62,14 @@ class MiniLMEmbedder:
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         self._batch_size = batch_size
         self._lock = threading.Lock()  # the tokenizer's padding state is shared
+        self._counter = Tokenizer.from_file(str(TOKENIZER_PATH))
+        self._counter.no_truncation()
+        self._counter.no_padding()
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """How many word pieces the model would read of each text, were it not truncated
+        (with the two special tokens it adds)."""
+        return [len(e.ids) for e in self._counter.encode_batch(list(texts))]
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         if not texts:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from surrealdb import RecordID
 
-from ..config import SNOWBALL_LANGUAGES
+from ..config import NO_STEMMING, SNOWBALL_LANGUAGES
 from ..errors import InvalidIdentifierError
 
 META = "surrealdocs_meta"
@@ -36,10 +36,10 @@ class Names:
     language: str = "english"  # of the full-text analyzer, which is named after it
 
     def __post_init__(self) -> None:
-        if self.language not in SNOWBALL_LANGUAGES:
+        if self.language not in (*SNOWBALL_LANGUAGES, NO_STEMMING):
             raise InvalidIdentifierError(
                 f"invalid analyzer language {self.language!r}: use one of "
-                f"{', '.join(SNOWBALL_LANGUAGES)}")
+                f"{', '.join(SNOWBALL_LANGUAGES)} or {NO_STEMMING}")
         validate_identifier(self.documents, "documents table name")
         validate_identifier(self.chunks, "chunks table name")
         if self.documents == self.chunks:
@@ -58,6 +58,11 @@ class Names:
     @property
     def analyzer(self) -> str:
         return f"sd_{self.language}"
+
+    @property
+    def analyzer_filters(self) -> str:
+        stem = "" if self.language == NO_STEMMING else f",snowball({self.language})"
+        return f"lowercase,ascii{stem}"
 
     @property
     def ft_index(self) -> str:

@@ -56,7 +56,7 @@ def _v1(names: Names, settings: Settings, dimension: int) -> str:
     ANALYZER, FT_INDEX = names.analyzer, names.ft_index
     analyzer = f"""
 DEFINE ANALYZER IF NOT EXISTS {ANALYZER} TOKENIZERS blank,class
-    FILTERS lowercase,ascii,snowball({names.language});
+    FILTERS {names.analyzer_filters};
 """
     documents = f"""
 DEFINE TABLE IF NOT EXISTS {DOCUMENTS} SCHEMAFULL;
