@@ -213,7 +213,9 @@ def collections_table(reports: list[dict[str, Any]],
                          f" {r['mrr@10']:.4f} | {r['ms_per_query']:.0f} |")
     s = reports[0]["settings"]
     when = dt.date.today().isoformat()
-    lines += ["", f"Default settings ({s['model']}, chunks of {s['chunk_size']} characters,"
+    fitted = (", fitted to the model's window" if s.get("fit_chunks")
+              else "" if "fit_chunks" not in s else ", not fitted to the model's window")
+    lines += ["", f"Settings ({s['model']}, chunks of {s['chunk_size']} characters{fitted},"
               f" BM25({s['bm25_k1']}, {s['bm25_b']}), {s['hybrid_fusion']} fusion); RRF of the"
               " legs is `--fusion rrf` on the same store. BM25 reference: bm25s (k1 1.2,"
               " b 0.75, stemming, stop words) from each collection's PROVENANCE.md."

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SAMPLES
-from surrealdocs import ConfigurationError, DimensionMismatchError, KnowledgeBase
+from surrealdocs import ConfigurationError, DimensionMismatchError, KnowledgeBase, Settings
 from surrealdocs.search import Filters, glob_to_regex, query_terms
 from surrealdocs.store.conditions import filter_conditions
 
@@ -189,21 +189,27 @@ async def test_chunks_being_written_or_replaced_are_never_shown(kb: KnowledgeBas
             assert all(h.document_id != str(doc) and "_g5_" not in h.chunk_id for h in hits)
 
 
-async def test_terms_in_most_chunks_are_left_out_once_counted(kb: KnowledgeBase) -> None:
+async def test_terms_in_most_chunks_are_left_out_once_counted(settings: Settings) -> None:
     texts = {f"n://{i}": f"Common words fill note {i} about everyday matters." for i in range(10)}
     texts["n://rare"] = "Common words, and one narwhal."
     texts["n://other"] = "Common words, and one axolotl."
-    await kb.ingest_texts(texts)
     query = "common narwhal axolotl"
-    every = await kb.search(query, mode="text", limit=20)  # "common" not counted yet: kept
-    assert len(every) == 12
-    await kb.warm_up([query])  # now it is known to be in every chunk
-    informative = await kb.search(query, mode="text", limit=20)
-    assert {h.source for h in informative} == {"n://rare", "n://other"}
-    async with await KnowledgeBase.open(settings=kb.settings.replace(bm25_max_df=1.0)) as all_terms:
-        await all_terms.ingest_texts(texts)
-        await all_terms.warm_up([query])
-        assert len(await all_terms.search(query, mode="text", limit=20)) == 12
+    async with await KnowledgeBase.open(
+            settings=settings.replace(bm25_max_df_floor=5)) as kb:
+        await kb.ingest_texts(texts)
+        every = await kb.search(query, mode="text", limit=20)  # "common" not counted yet: kept
+        assert len(every) == 12
+        await kb.warm_up([query])  # now it is known to be in every chunk
+        informative = await kb.search(query, mode="text", limit=20)
+        assert {h.source for h in informative} == {"n://rare", "n://other"}
+    # every term is kept: with the pruning off, or when the common term is in fewer chunks
+    # than the floor (the default floor, in a small collection)
+    for changed in ({"bm25_max_df": 1.0, "bm25_max_df_floor": 5},
+                    {"bm25_max_df_floor": 12}, {}):
+        async with await KnowledgeBase.open(settings=settings.replace(**changed)) as all_terms:
+            await all_terms.ingest_texts(texts)
+            await all_terms.warm_up([query])
+            assert len(await all_terms.search(query, mode="text", limit=20)) == 12, changed
 
 
 async def test_stemming_is_english_by_default_and_can_be_turned_off() -> None:

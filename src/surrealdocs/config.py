@@ -61,6 +61,9 @@ class Settings:
             weighing little: inverse document frequency below ln 3); ``1`` keeps every term.
             A term's frequency is counted in the background the first time it is met.
         bm25_min_terms: the rarest this many query terms are kept whatever their frequency.
+        bm25_max_df_floor: a term is left out only if it is also in more than this many
+            chunks: below it a term costs the engine little (tens of milliseconds), and in a
+            small collection a term in a quarter of the chunks still tells them apart.
         chunked: ``False`` stores whole documents only: no chunks table, a BM25 index on the
             documents' ``content`` and no vectors (text search over documents).
         embed: ``False`` stores chunks without vectors and creates no HNSW index (text
@@ -135,6 +138,7 @@ class Settings:
     analyzer_language: str = "english"
     bm25_max_df: float = 0.25
     bm25_min_terms: int = 2
+    bm25_max_df_floor: int = 2000
     chunked: bool = True
     embed: bool = True
     separate_vectors: bool = True
@@ -207,6 +211,8 @@ class Settings:
             object.__setattr__(self, name, float(value))
         if not 0 < self.bm25_max_df <= 1:
             raise ConfigurationError(f"bm25_max_df must be in (0, 1], got {self.bm25_max_df}")
+        if self.bm25_max_df_floor < 0:
+            raise ConfigurationError("bm25_max_df_floor must be zero or positive")
         if self.bm25_min_terms < 1:
             raise ConfigurationError("bm25_min_terms must be at least 1")
         if self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1:

@@ -273,8 +273,9 @@ async def evaluate(dataset: str | Path | Dataset, *, settings: Settings | None =
 
         described = {k: v for k, v in asdict(kb.settings).items()
                      if k in ("model", "chunk_size", "chunk_overlap", "bm25_k1", "bm25_b",
-                              "bm25_max_df", "bm25_min_terms",
-                              "hnsw_m", "hnsw_efc", "hnsw_ef", "hybrid_fusion",
+                              "bm25_max_df", "bm25_min_terms", "bm25_max_df_floor",
+                              "analyzer_language",
+                              "fit_chunks", "hnsw_m", "hnsw_efc", "hnsw_ef", "hybrid_fusion",
                               "hybrid_candidates", "rrf_k", "text_weight", "vector_weight")}
         described["model"] = embedder.name
         described.update({k: v for k, v in options.items()

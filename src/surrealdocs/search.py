@@ -209,7 +209,8 @@ class Searcher:
         return hits
 
     async def _informative(self, words: list[str]) -> list[str]:
-        """The query's terms without those in more than ``bm25_max_df`` of the chunks.
+        """The query's terms without those in more than ``bm25_max_df`` of the chunks (and
+        in more than ``bm25_max_df_floor`` chunks).
 
         The engine scores every chunk that holds any query term, so a term in a quarter of
         the chunks costs a quarter of the table, while its inverse document frequency (and so
@@ -220,7 +221,8 @@ class Searcher:
         df = chunks.known_term_counts(words)  # a word not counted yet is kept
         if not df:
             return words
-        cap = self.settings.bm25_max_df * await chunks.total()
+        cap = max(self.settings.bm25_max_df * await chunks.total(),
+                  self.settings.bm25_max_df_floor)
         kept = [w for w in words if df.get(w, 0) <= cap]
         if len(set(kept)) < self.settings.bm25_min_terms:
             rarest = sorted(set(words), key=lambda w: (df.get(w, 0), w))
