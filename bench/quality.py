@@ -297,14 +297,7 @@ def main() -> None:
     text = table(figures)
     print(text)
     if not (args.no_write or args.dev):
-        path = ROOT / "BENCHMARKS.md"
-        doc = path.read_text(encoding="utf-8")
-        if BEGIN not in doc or END not in doc:
-            raise SystemExit(f"{path} has no {BEGIN} … {END} markers")
-        head, rest = doc.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        path.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
-        print(f"table written to {path}", file=sys.stderr)
+        write_between(BEGIN, END, text)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # the embedded engine can abort while the interpreter tears down
