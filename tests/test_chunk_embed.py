@@ -18,6 +18,7 @@ from surrealdocs.embed.minilm import (
     MODEL_SHA256,
     TOKENIZER_PATH,
     TOKENIZER_SHA256,
+    MiniLMEmbedder,
     file_sha256,
     model_path,
 )
@@ -70,6 +71,16 @@ def test_minilm_batches_equal_single_calls_and_truncate_at_256_tokens() -> None:
         assert np.allclose(model.embed_query(text), row, atol=1e-4)
     # a text far past 256 tokens embeds as its first 256 tokens
     assert np.allclose(model.embed_query("x " * 600), model.embed_query("x " * 400), atol=1e-4)
+
+
+def test_minilm_vectors_do_not_depend_on_the_batch_size() -> None:
+    # the default batch is small for memory's sake (BENCHMARKS.md, "Ingest memory"): the
+    # padding of a larger batch must not change any vector
+    texts = [("word " * n).strip() for n in (1, 7, 30, 90, 200, 3, 400, 12, 55)]
+    small = MiniLMEmbedder(batch_size=4).embed_documents(texts)
+    large = MiniLMEmbedder(batch_size=32).embed_documents(texts)
+    assert np.allclose(small, large, atol=1e-4)
+    assert not np.allclose(small[0], small[1], atol=1e-2)
 
 
 def test_minilm_semantics() -> None:

@@ -46,7 +46,10 @@ class MiniLMEmbedder:
     dimension = 384
     max_tokens = MAX_TOKENS  # the window: the model ignores word pieces beyond it
 
-    def __init__(self, batch_size: int = 32, threads: int | None = None) -> None:
+    # Small batches: on 2 cores 4 texts per run were as fast as 32 or faster (25 against
+    # 19 chunks/s of 800 characters), and onnxruntime's arena keeps the largest run's
+    # memory for good (362 MB at 4, 1,070 MB at 32; BENCHMARKS.md, "Ingest memory").
+    def __init__(self, batch_size: int = 4, threads: int | None = None) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
