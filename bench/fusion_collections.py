@@ -84,10 +84,11 @@ def standardise(values: list[float]) -> tuple[Callable[[float], float], float]:
 
 
 def zscore(w_text: float = 1.0, w_vector: float = 1.0, *, fill: bool = False,
-           stats_top: int | None = None) -> Fusion:
+           stats_top: int | None = None, gap: bool = False) -> Fusion:
     """The engine's default fusion; ``fill`` gives a document found by BM25 alone its exact
     vector score instead of the vector leg's lowest; ``stats_top`` standardises over the
-    top candidates only."""
+    top candidates only; ``gap`` weighs each leg by how far its top hit stands above its
+    candidates (a per-query guess at which leg failed)."""
     def fuse(d: dict[str, Any], q: str) -> list[str]:
         text, vector = dict(d["text"][q]), dict(d["vector"][q])
         keys = list(dict.fromkeys([*text, *vector]))
@@ -98,8 +99,13 @@ def zscore(w_text: float = 1.0, w_vector: float = 1.0, *, fill: bool = False,
         v_values = [s for _, s in d["vector"][q]][:stats_top]
         t_norm, t_floor = standardise(t_values)
         v_norm, v_floor = standardise(v_values)
-        score = {k: w_text * (t_norm(text[k]) if k in text else t_floor)
-                 + w_vector * (v_norm(vector[k]) if k in vector else v_floor) for k in keys}
+        a, b = w_text, w_vector
+        if gap and t_values and v_values:
+            a *= max(t_norm(t_values[0]), 0.1)
+            b *= max(v_norm(v_values[0]), 0.1)
+            a, b = 2 * a / (a + b), 2 * b / (a + b)
+        score = {k: a * (t_norm(text[k]) if k in text else t_floor)
+                 + b * (v_norm(vector[k]) if k in vector else v_floor) for k in keys}
         return sorted(keys, key=lambda k: -score[k])
     return fuse
 
@@ -150,6 +156,7 @@ VARIANTS: dict[str, Fusion] = {
     "zscore, text weight 1.25": zscore(1.25, 1.0),
     "zscore, exact vector fill-in": zscore(fill=True),
     "zscore, statistics of top 30": zscore(stats_top=30),
+    "zscore, legs weighed by their top hit's z-score": zscore(gap=True),
     "zscore, 50 candidates per leg": shallow(50, zscore()),
     "zscore, 30 candidates per leg": shallow(30, zscore()),
 }
