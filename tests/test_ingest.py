@@ -277,6 +277,27 @@ async def test_big_ingest_rebuilds_the_vector_index(tmp_path: Path) -> None:
         assert len(hits) == 3
 
 
+async def test_a_large_graph_waits_for_a_share_of_its_size_before_a_rebuild() -> None:
+    # threshold 5, fraction 0.5: 20 vectors are built at once; then 6 new ones are past the
+    # threshold but not half of the graph, so they wait (searched exactly); 12 are.
+    settings = Settings(db="mem://", model="hashing-64", rebuild_threshold=5,
+                        rebuild_fraction=0.5)
+    async with await KnowledgeBase.open(settings=settings) as kb:
+        def notes(start: int, n: int) -> list[tuple[str, str]]:
+            return [(f"note://{i}", f"note {i} about heron{i}") for i in range(start, start + n)]
+
+        assert (await kb.ingest_texts(notes(0, 20))).index_rebuilt
+        assert (await kb.stats()).vectors_outside_graph == 0
+        assert not (await kb.ingest_texts(notes(20, 6))).index_rebuilt
+        assert (await kb.stats()).vectors_outside_graph == 6
+        hits = await kb.search("heron23", mode="vector", limit=1)
+        assert hits[0].source == "note://23"  # a waiting vector is found by the exact scan
+        assert (await kb.ingest_texts(notes(26, 6))).index_rebuilt
+        assert (await kb.stats()).vectors_outside_graph == 0
+    with pytest.raises(ConfigurationError, match="rebuild_fraction"):
+        Settings(rebuild_fraction=-0.1)
+
+
 def test_blocking_wrapper(tmp_path: Path) -> None:
     from surrealdocs import SyncKnowledgeBase
 

@@ -95,6 +95,10 @@ class Settings:
             ``Retry-After`` from the server wins).
         rebuild_threshold: vectors written since the last HNSW build after which an ingest
             rebuilds the graph (below it, new vectors are searched exactly, which is fast).
+        rebuild_fraction: and the waiting vectors must also be at least this fraction of
+            those in the graph, so that a large store fed in small steps is not rebuilt
+            whole (minutes at 100k vectors) for every few thousand new ones; an exact scan
+            costs about 5 ms per 1,000 waiting vectors. 0 rebuilds at the threshold alone.
         kreuzberg_config: a kreuzberg ``ExtractionConfig`` whose options (OCR, output format,
             quality processing, keywords, pages, ...) extraction starts from. It is copied,
             never modified; surrealdocs still sets chunking, caching, timeout and
@@ -155,6 +159,7 @@ class Settings:
     embed_retries: int = 4
     embed_backoff: float = 0.5
     rebuild_threshold: int = 2000
+    rebuild_fraction: float = 0.05
     hybrid_fusion: str = "zscore"
     hybrid_candidates: int = 100
     rrf_k: int = 60
@@ -181,7 +186,7 @@ class Settings:
                         or not math.isfinite(value):
                     raise ConfigurationError(f"{f.name} must be a finite number, got {value!r}")
                 object.__setattr__(self, f.name, float(value))
-        for name in ("rrf_k", "rebuild_threshold"):
+        for name in ("rrf_k", "rebuild_threshold", "rebuild_fraction"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must be zero or positive")
         if self.chunk_size < 50:

@@ -25,7 +25,8 @@ vector tables and the counters that decide when an HNSW graph is rebuilt.
   at 100k vectors). Copies cascade away with their chunks.
 - **Pending counters**: vectors written since an index's graph was last built. The embedded
   engine searches such vectors by an exact scan; once ``settings.rebuild_threshold`` of them
-  wait, :meth:`ChunkStorage.rebuild_if_due` builds the graph. Counters live in the meta table
+  wait, and ``settings.rebuild_fraction`` of the graph's size, :meth:`ChunkStorage.rebuild_if_due`
+  builds the graph. Counters live in the meta table
   (``index_state`` records), one per HNSW index.
 """
 
@@ -466,13 +467,25 @@ class ChunkStorage:
         t = self.notebook_table(notebook)
         return await self._rebuild(f"{t}_hnsw", t, t, force)
 
+    async def _due(self, table: str, pending: int) -> bool:
+        """Whether ``pending`` vectors waiting outside ``table``'s graph call for a build:
+        at least ``rebuild_threshold`` of them, and at least ``rebuild_fraction`` of the
+        vectors in the graph (a build costs time in proportion to the whole table)."""
+        if pending < self.settings.rebuild_threshold:
+            return False
+        if self.settings.rebuild_fraction <= 0:
+            return True
+        (rows,) = await self.store.query(f"SELECT count() AS n FROM {table} GROUP ALL;")
+        in_graph = (int(rows[0]["n"]) if rows else 0) - pending
+        return pending >= self.settings.rebuild_fraction * in_graph
+
     async def _rebuild(self, index: str, table: str, pending_of: str | None,
                        force: bool) -> bool:
-        if not force and await self.pending(pending_of) < self.settings.rebuild_threshold:
+        if not force and not await self._due(table, await self.pending(pending_of)):
             return False
         async with self.store.write_lock:
             seen = await self.pending(pending_of)  # again: another task may have built it
-            if not force and seen < self.settings.rebuild_threshold:
+            if not force and not await self._due(table, seen):
                 return False
             # vectors counted while the graph was built stay counted
             counted = Statement(
