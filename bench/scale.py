@@ -106,6 +106,7 @@ async def measure(kb: Any, qs: list[str], scan_queries: int,
     names = kb.store.names
     table = kb.storage.chunks.vector_table
     out: dict[str, Any] = {}
+    await kb.warm_up(qs)  # term frequencies known before the first timed search
     for mode in ("text", "vector", "hybrid"):
         for q in qs[:5]:
             await kb.search(q, mode=mode, per_document=True)
