@@ -7,7 +7,14 @@ import pytest
 
 from conftest import SAMPLES, shared_docs
 from surrealdocs import Settings
-from surrealdocs.extract import Extracted, ExtractFailure, extract_bytes, extract_file
+from surrealdocs.extract import (
+    LANGUAGE_SAMPLE_CHARS,
+    Extracted,
+    ExtractFailure,
+    detect_languages,
+    extract_bytes,
+    extract_file,
+)
 
 SETTINGS = Settings(db="mem://", chunk_size=300, chunk_overlap=30)
 
@@ -33,6 +40,22 @@ async def test_text_formats(name: str, mime: str) -> None:
     assert out.mime_type == mime
     assert out.chunks and all(c.content.strip() for c in out.chunks)
     assert out.detected_languages and "eng" in out.detected_languages
+
+
+async def test_languages_of_a_long_text_come_from_windows_across_it() -> None:
+    english = ("The herons waited at the edge of the marsh while the light faded over the "
+               "water and the reeds. ")
+    spanish = ("Las garzas esperaban en la orilla del pantano mientras la luz se apagaba "
+               "sobre el agua y los juncos. ")
+    half = english * (3 * LANGUAGE_SAMPLE_CHARS // len(english))
+    text = half + spanish * (LANGUAGE_SAMPLE_CHARS // 2 // len(spanish)) + half
+    assert len(text) > 6 * LANGUAGE_SAMPLE_CHARS
+    languages = detect_languages(text)
+    assert languages is not None and languages[0] == "eng" and "spa" in languages
+    assert detect_languages(english * 3) == ["eng"]
+    assert detect_languages("12345 67890") is None
+    out = await extract_bytes(text.encode(), "text/plain", "note://long", SETTINGS)
+    assert isinstance(out, Extracted) and out.detected_languages == languages
 
 
 async def test_html_title() -> None:
