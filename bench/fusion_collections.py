@@ -33,9 +33,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 from quality import DEV_COLLECTIONS, SHARED, dev_dataset  # noqa: E402
 from surrealdocs import KnowledgeBase, Settings  # noqa: E402
 from surrealdocs.evaluate import SOURCE_PREFIX, load_beir, mean_scores, score_run  # noqa: E402
+from surrealdocs.fusion import minmax as scale_minmax  # noqa: E402
+from surrealdocs.fusion import zscore as scale_zscore  # noqa: E402
 
 DEPTH = 100
-Candidates = list[tuple[str, float]]  # (document id, the leg's score), best first
 Fusion = Callable[[dict[str, Any], str], list[str]]
 
 
@@ -73,16 +74,6 @@ async def legs(name: str, dataset: Path, split: str, store: Path) -> dict[str, A
     return out
 
 
-def standardise(values: list[float]) -> tuple[Callable[[float], float], float]:
-    """z-scores over ``values``, and the z-score of their lowest (a missing hit's)."""
-    if not values:
-        return (lambda s: 0.0), 0.0
-    mean, std = float(np.mean(values)), float(np.std(values))
-    if std == 0:
-        return (lambda s: 0.0), 0.0
-    return (lambda s: (s - mean) / std), (min(values) - mean) / std
-
-
 def zscore(w_text: float = 1.0, w_vector: float = 1.0, *, fill: bool = False,
            stats_top: int | None = None, gap: bool = False) -> Fusion:
     """The engine's default fusion; ``fill`` gives a document found by BM25 alone its exact
@@ -97,29 +88,24 @@ def zscore(w_text: float = 1.0, w_vector: float = 1.0, *, fill: bool = False,
             vector = {**{k: exact[k] for k in keys if k in exact}, **vector}
         t_values = [s for _, s in d["text"][q]][:stats_top]
         v_values = [s for _, s in d["vector"][q]][:stats_top]
-        t_norm, t_floor = standardise(t_values)
-        v_norm, v_floor = standardise(v_values)
+        t_norm, v_norm = scale_zscore(t_values), scale_zscore(v_values)
         a, b = w_text, w_vector
         if gap and t_values and v_values:
             a *= max(t_norm(t_values[0]), 0.1)
             b *= max(v_norm(v_values[0]), 0.1)
             a, b = 2 * a / (a + b), 2 * b / (a + b)
-        score = {k: a * (t_norm(text[k]) if k in text else t_floor)
-                 + b * (v_norm(vector[k]) if k in vector else v_floor) for k in keys}
+        score = {k: a * t_norm(text.get(k)) + b * v_norm(vector.get(k)) for k in keys}
         return sorted(keys, key=lambda k: -score[k])
     return fuse
 
 
 def minmax(w_text: float = 1.0, w_vector: float = 1.0) -> Fusion:
     def fuse(d: dict[str, Any], q: str) -> list[str]:
-        def scaled(hits: Candidates) -> dict[str, float]:
-            values = [s for _, s in hits]
-            low, high = (min(values), max(values)) if values else (0.0, 1.0)
-            return {k: (s - low) / (high - low) if high > low else 1.0 for k, s in hits}
-        text, vector = scaled(d["text"][q]), scaled(d["vector"][q])
+        text, vector = dict(d["text"][q]), dict(d["vector"][q])
+        t_norm, v_norm = scale_minmax(list(text.values())), scale_minmax(list(vector.values()))
         keys = list(dict.fromkeys([*text, *vector]))
-        return sorted(keys, key=lambda k: -(w_text * text.get(k, 0.0)
-                                            + w_vector * vector.get(k, 0.0)))
+        return sorted(keys, key=lambda k: -(w_text * t_norm(text.get(k))
+                                            + w_vector * v_norm(vector.get(k))))
     return fuse
 
 

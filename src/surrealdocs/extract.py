@@ -454,13 +454,13 @@ async def _extract(source: str, settings: Settings, call: Any,
     """
     from kreuzberg import CancellationToken
 
+    user = settings.kreuzberg_config
     token = CancellationToken()
     deadline = asyncio.get_running_loop().time() + settings.extract_timeout
     try:
         result = await asyncio.wait_for(call(extraction_config(settings, cancel_token=token,
                                                                  chunking=chunk)),
                                         timeout=settings.extract_timeout)
-        user = settings.kreuzberg_config
         if (settings.ocr_language and result.mime_type == "application/pdf"
                 and not (result.content or "").strip()
                 and not (user is not None and user.disable_ocr)):
@@ -477,7 +477,6 @@ async def _extract(source: str, settings: Settings, call: Any,
         token.cancel()
         return ExtractFailure(source, _reason(exc))
     outcome = from_kreuzberg(source, result, chunked=settings.chunked and chunk)
-    user = settings.kreuzberg_config
     if isinstance(outcome, Extracted) and (user is None or user.language_detection is None):
         outcome.detected_languages = await asyncio.to_thread(detect_languages,
                                                              outcome.content)

@@ -260,8 +260,10 @@ class ChunkStorage:
             {"mv_ids": [m.id for m in moves], "mv_old": old, "mv_generation": generation,
              "mv_items": items, "mv_doc": doc})
 
-    async def count(self) -> int:
-        (rows,) = await self.store.query(f"SELECT count() AS n FROM {self.table} GROUP ALL;")
+    async def count(self, table: str | None = None) -> int:
+        """Rows of the chunks table, or of ``table`` (a vector table)."""
+        (rows,) = await self.store.query(
+            f"SELECT count() AS n FROM {table or self.table} GROUP ALL;")
         return int(rows[0]["n"]) if rows else 0
 
     async def of_document(self, doc: RecordID) -> list[dict[str, Any]]:
@@ -475,8 +477,7 @@ class ChunkStorage:
             return False
         if self.settings.rebuild_fraction <= 0:
             return True
-        (rows,) = await self.store.query(f"SELECT count() AS n FROM {table} GROUP ALL;")
-        in_graph = (int(rows[0]["n"]) if rows else 0) - pending
+        in_graph = await self.count(table) - pending
         return pending >= self.settings.rebuild_fraction * in_graph
 
     async def _rebuild(self, index: str, table: str, pending_of: str | None,
