@@ -1,7 +1,7 @@
 """Search and ingest at 10k, 100k and 300k chunks, against Open Notebook's full scan.
 
     python bench/scale.py [--sizes 10000 100000 300000] [--queries 100] [--scan-queries 100]
-                          [--workdir DIR]
+                          [--marks 200000 290000] [--workdir DIR]
 
 Each size is a file store grown through the normal ingest path (``ingest_texts``): SciFact's
 real abstracts first, then deterministic synthetic documents made of SciFact sentences
@@ -20,6 +20,10 @@ hybrid search (top 10, one hit per document, query embedding included); HNSW rec
 against an exact scan; the same queries done as Open Notebook does them (cosine over every
 row, a ``min_score`` filter: ``SELECT ... vector::similarity::cosine(...) ... ORDER BY``);
 peak RSS of the process; and the store's size on disk.
+
+``--marks`` adds sizes at which only the ingest cost of the step is recorded (no graph build,
+no searches): ``--sizes 10000 300000 --marks 290000`` gives the cost of the last 10,000
+chunks at 300k, comparable with the first 10,000, without building and searching at 290k.
 """
 
 from __future__ import annotations
@@ -147,6 +151,8 @@ async def main() -> None:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--scan-queries", type=int, default=100,
                         help="Queries for the full-scan baseline and the recall (the first N)")
+    parser.add_argument("--marks", type=int, nargs="*", default=[],
+                        help="Sizes at which only the ingest cost is recorded")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/surrealdocs-scale"))
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scale.json")
     args = parser.parse_args()
@@ -154,11 +160,20 @@ async def main() -> None:
     qs = queries(args.queries)
     args.workdir.mkdir(parents=True, exist_ok=True)
     db = args.workdir / "store"
-    results: dict[str, Any] = {"model": MODEL, "queries": len(qs), "sizes": []}
+    results: dict[str, Any] = {"model": MODEL, "queries": len(qs), "sizes": [], "marks": []}
+    marks = set(args.marks)
     settings = Settings(db=str(db), model=MODEL, rebuild_threshold=10**9)
     async with await KnowledgeBase.open(settings=settings) as kb:
-        for i, size in enumerate(sorted(args.sizes)):
+        for i, size in enumerate(sorted(set(args.sizes) | marks)):
             written, seconds = await grow(kb, size, docs, sentences, seed=i + 1)
+            if size in marks and size not in args.sizes:
+                mark = {"chunks": (await kb.stats()).chunks, "ingest_chunks": written,
+                        "ingest_s_per_1k_chunks": round(seconds / max(written, 1) * 1000, 2),
+                        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                                             / 1024)}
+                results["marks"].append(mark)
+                print(json.dumps(mark), file=sys.stderr, flush=True)
+                continue
             t0 = time.perf_counter()
             await kb.rebuild_index()  # searches run on the full graph
             build_s = time.perf_counter() - t0

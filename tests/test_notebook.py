@@ -191,6 +191,28 @@ async def test_revectorized_pdf_keeps_its_page_numbers(nbs: NotebookService) -> 
     assert await pages() == ingested  # same chunker, same text: the same spans and pages
 
 
+async def test_revectorized_markdown_keeps_its_heading_contexts(
+        nbs: NotebookService, tmp_path: Path) -> None:
+    guide = tmp_path / "guide.md"
+    guide.write_text("# Birds\n\nAn intro to birds.\n\n## Waders\n\n"
+                     + "Oystercatchers probe the mud for worms at low tide. " * 20)
+    nb = await nbs.create_notebook("birds")
+    await nbs.add_paths(nb, [guide])
+    (source,) = await nb.get_sources()
+
+    async def contexts() -> list[tuple[int, str | None]]:
+        (rows,) = await nbs.kb.store.query(
+            f"SELECT char_start, context FROM {nbs.kb.store.names.chunks}"
+            " WHERE document = $d ORDER BY char_start;", {"d": source.id})
+        return [(r["char_start"], r.get("context")) for r in rows]
+
+    ingested = await contexts()
+    assert {c for _, c in ingested} == {"Birds", "Birds › Waders"}
+    job = await (await source.vectorize()).wait(timeout=30)
+    assert job.status == "done", job.error
+    assert await contexts() == ingested
+
+
 async def test_delete_cascades_leave_no_orphans(nbs: NotebookService) -> None:
     a = await nbs.create_notebook("A")
     b = await nbs.create_notebook("B")

@@ -8,6 +8,7 @@ offsets; here they become Python string (code point) offsets, so that
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,12 @@ class Chunk:
     char_end: int
     first_page: int | None = None
     last_page: int | None = None
+    # the heading path over the chunk ("Chapter 2 › Eligibility"), kept apart from its text
+    context: str | None = None
+
+    @property
+    def embedding_input(self) -> str:
+        return embedding_input(self.content, self.context)
 
     @property
     def page_number(self) -> int | None:
@@ -31,6 +38,79 @@ class Chunk:
     @property
     def word_count(self) -> int:
         return len(self.content.split())
+
+
+# What the embedding model reads of a chunk: its context, a blank line, its text. The store
+# computes the same string for the chunk's ``text_hash`` (schema migration 10).
+CONTEXT_SEPARATOR = "\n\n"
+# Longest context kept: a heading path is a pointer, not text (the model's window is short).
+CONTEXT_MAX_CHARS = 200
+HEADING_SEPARATOR = " › "
+
+
+def embedding_input(content: str, context: str | None) -> str:
+    return f"{context}{CONTEXT_SEPARATOR}{content}" if context else content
+
+
+def assign_context(content: str, chunks: Sequence[Chunk],
+                   headings: Sequence[tuple[int, str]]) -> None:
+    """Give each chunk the path of headings it lies under.
+
+    ``headings`` are (level, text) in document order, as kreuzberg's document structure
+    lists them; each is found in ``content`` after the previous one (a heading not found
+    is skipped). A chunk lies under the headings found at or before its start: the last
+    heading of each level, deeper levels cleared by a shallower heading.
+    """
+    found: list[tuple[int, int, str]] = []  # (offset, level, text)
+    at = 0
+    for level, text in headings:
+        text = " ".join(_GAPS.split(text)).strip()
+        if not text:
+            continue
+        offset = _find_words(content, text, at)
+        if offset < 0:
+            continue
+        found.append((offset, level, text))
+        at = offset + 1
+    if not found:
+        return
+    path: list[tuple[int, str]] = []  # (level, text), shallowest first
+    passed = 0
+    for chunk in sorted(chunks, key=lambda c: c.char_start):
+        while passed < len(found) and found[passed][0] <= chunk.char_start:
+            _, level, text = found[passed]
+            while path and path[-1][0] >= level:
+                path.pop()
+            path.append((level, text))
+            passed += 1
+        chunk.context = _join_path([text for _, text in path])
+
+
+_GAPS = re.compile(r"[\s\x00-\x1f\x7f]+")  # whitespace and control characters
+
+
+def _find_words(content: str, words: str, start: int) -> int:
+    """Where the heading ``words`` (single-spaced) are in ``content`` from ``start``: on a
+    line of their own if they are anywhere so (whatever the whitespace between them),
+    else their first occurrence; -1 if nowhere."""
+    gaps = _GAPS.pattern.join(re.escape(w) for w in words.split())
+    match = re.compile(r"(?m)^[ \t#*]*" + gaps + r"[ \t:.*]*$").search(content, start)
+    if match:
+        return match.start() + len(match.group()) - len(match.group().lstrip(" \t#*"))
+    offset = content.find(words, start)
+    if offset >= 0:
+        return offset
+    match = re.compile(gaps).search(content, start)
+    return match.start() if match else -1
+
+
+def _join_path(texts: list[str]) -> str | None:
+    while len(texts) > 1 and len(HEADING_SEPARATOR.join(texts)) > CONTEXT_MAX_CHARS:
+        texts = texts[1:]  # the deepest headings say most about the chunk
+    if not texts:
+        return None
+    joined = HEADING_SEPARATOR.join(texts)
+    return joined if len(joined) <= CONTEXT_MAX_CHARS else joined[:CONTEXT_MAX_CHARS - 1] + "…"
 
 
 def byte_to_char_offsets(text: str, byte_offsets: Sequence[int]) -> list[int]:

@@ -462,7 +462,9 @@ def _print_hits(hits: list[Hit], mode: str, query: str) -> None:
         table.add_row(str(n), f"{hit.score:.4f}{ranks}",
                       escape(hit.title or Path(hit.source).name) + f"\n[dim]{escape(hit.source)}"
                       f" [{hit.char_start}:{hit.char_end}][/dim]",
-                      str(hit.page or ""), escape(snippet))
+                      str(hit.page or ""),
+                      (f"[dim]{escape(hit.context)}[/dim]\n" if hit.context else "")
+                      + escape(snippet))
     console.print(table)
 
 

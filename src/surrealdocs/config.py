@@ -25,6 +25,7 @@ SNOWBALL_LANGUAGES = (
     "italian", "norwegian", "portuguese", "romanian", "russian", "spanish", "swedish", "tamil",
     "turkish",
 )
+CHUNK_CONTEXTS = ("headings", "none")
 NO_STEMMING = "none"  # analyzer_language without a stemmer: words are matched as written
 _NOT_FROM_ENV = {"env": False}
 FUSIONS = ("rrf", "minmax", "zscore")
@@ -46,6 +47,11 @@ class Settings:
             ``surrealdocs.embed.available_models``) or a hosted one, ``openai:MODEL`` or
             ``ollama:MODEL`` (the only way anything reaches the network).
         chunk_size, chunk_overlap: chunk length and overlap in characters.
+        chunk_context: ``headings`` gives each chunk the path of section headings it lies
+            under, where the format has them (Markdown, HTML, DOCX, ODT, EPUB, ...): the
+            embedding model reads it before the chunk's text, and search hits show it.
+            It is stored apart from the text, so spans and snippets stay exact.
+            ``none`` embeds the text alone.
         fit_chunks: fit chunks to the embedding model's window, for models that say what
             it is (the default one: 256 word pieces): a document that fits is stored as one
             chunk, and a chunk longer than the window is cut again, so no text is silently
@@ -132,6 +138,7 @@ class Settings:
     model: str = "all-minilm-l6-v2"
     chunk_size: int = 800
     chunk_overlap: int = 100
+    chunk_context: str = "headings"
     fit_chunks: bool = False
     hnsw_distance: str = "COSINE"
     hnsw_efc: int = 150
@@ -197,6 +204,11 @@ class Settings:
                 f"chunk_overlap must be between 0 and chunk_size ({self.chunk_size}), "
                 f"got {self.chunk_overlap}"
             )
+        if str(self.chunk_context).strip().lower() not in CHUNK_CONTEXTS:
+            raise ConfigurationError(
+                f"chunk_context must be one of {', '.join(CHUNK_CONTEXTS)},"
+                f" got {self.chunk_context!r}")
+        object.__setattr__(self, "chunk_context", str(self.chunk_context).strip().lower())
         if str(self.hnsw_distance).upper() not in DISTANCES:
             raise ConfigurationError(
                 f"hnsw_distance must be one of {', '.join(DISTANCES)}, got {self.hnsw_distance!r}"

@@ -18,6 +18,7 @@ from typing import Any
 from .chunk import (
     LONG_LINE,
     Chunk,
+    assign_context,
     assign_pages,
     byte_to_char_offsets,
     chunk_text,
@@ -63,6 +64,8 @@ class Extracted:
     warnings: list[str] = field(default_factory=list)
     # [page number, character offset where the page starts], for re-chunking with pages
     page_starts: list[list[int]] | None = None
+    # (level, text) of the document's headings in order, where its format has them
+    headings: list[tuple[int, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -115,6 +118,8 @@ def extraction_config(settings: Settings, *, ocr: bool = False,
         "extraction_timeout_secs": max(1, int(settings.extract_timeout)),
         "cancel_token": cancel_token,
     }
+    if settings.chunk_context == "headings":
+        changes["include_document_structure"] = True  # where the headings are
     if ocr:
         own = base.ocr if base is not None else None
         changes["ocr"] = own or OcrConfig(backend="tesseract", language=settings.ocr_language)
@@ -406,6 +411,9 @@ async def _extract_data(data: bytes, claimed: str | None, source: str, settings:
             outcome.reason = f"{plan.mismatch}: {outcome.reason}"
     else:
         outcome.warnings[:0] = plan.warnings
+        if settings.chunk_context == "none":
+            outcome.headings = []
+        assign_context(outcome.content, outcome.chunks, outcome.headings)
     return outcome
 
 
@@ -549,9 +557,23 @@ def from_kreuzberg(source: str, result: Any, *, chunked: bool = True) -> Extract
         keywords=_keywords(getattr(result, "extracted_keywords", None)),
         metadata=_plain(meta),
         page_starts=_page_starts(content, meta),
+        headings=_headings(getattr(result, "document", None)),
         warnings=[f"{w.source}: {w.message}" for w in (result.processing_warnings or [])
                   if hasattr(w, "message")],
     )
+
+
+def _headings(structure: Any) -> list[tuple[int, str]]:
+    """(level, text) of the headings in kreuzberg's document structure, in order."""
+    nodes = structure.get("nodes") if isinstance(structure, dict) else None
+    out = []
+    for node in nodes or []:
+        content = node.get("content") if isinstance(node, dict) else None
+        if isinstance(content, dict) and content.get("node_type") == "heading" \
+                and isinstance(content.get("text"), str) and content["text"].strip():
+            level = content.get("level")
+            out.append((int(level) if isinstance(level, int) else 1, content["text"]))
+    return out
 
 
 def _keywords(found: Any) -> list[dict[str, Any]] | None:

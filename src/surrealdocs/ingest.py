@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from surrealdb import RecordID
 
-from .chunk import Chunk, assign_pages, fit_to_window
+from .chunk import Chunk, assign_context, assign_pages, fit_to_window
 from .config import Settings
 from .discover import discover
 from .embed import EmbeddingRunner, token_window
@@ -296,6 +296,7 @@ class Ingestor:
                                self.settings.chunk_overlap)
         if chunks is not doc.chunks:
             assign_pages(chunks, doc.page_starts)
+            assign_context(doc.content, chunks, doc.headings)
         return chunks
 
     async def _store_document(self, key: str, file_hash: str, size: int,
@@ -356,11 +357,11 @@ class Ingestor:
         chunks = doc.chunks
         if not self.reuse or not self.settings.chunked:
             plan.insert = list(chunks)
-            plan.vectors = await self._embed([c.content for c in chunks])
+            plan.vectors = await self._embed([c.embedding_input for c in chunks])
             plan.embedded = len(chunks) if self.embedding else 0
             return plan
         storage = self.storage
-        hashes = [sha256(c.content) for c in chunks]
+        hashes = [sha256(c.embedding_input) for c in chunks]  # as the store's text_hash
         hash_of = {id(c): h for c, h in zip(chunks, hashes)}
         moved: set[int] = set()
         sole = await storage.documents.sole_source_document(key) if moves else None
@@ -377,7 +378,7 @@ class Ingestor:
         plan.insert = [c for c in chunks if c.index not in moved]
         if self.embedding is None:
             return plan
-        wanted = {hash_of[id(c)]: c.content for c in plan.insert}
+        wanted = {hash_of[id(c)]: c.embedding_input for c in plan.insert}
         missing = [h for h in wanted if h not in known]
         if missing:
             known.update(await storage.chunks.vectors_by_hash(missing))
@@ -436,6 +437,7 @@ class Ingestor:
             "keywords": doc.keywords,
             "quality_score": doc.quality_score, "page_count": doc.page_count,
             "page_starts": doc.page_starts, "chunk_count": len(doc.chunks),
+            "headings": [[level, text] for level, text in doc.headings] or None,
             "embedding_model": self.embedding.name if self.embedding else None,
         }
         # a new version of a source keeps the old one's notebooks and topics

@@ -122,6 +122,8 @@ def _hit(rank: int, hit: Hit, snippet_chars: int) -> dict[str, Any]:
         "page": hit.page, "last_page": hit.last_page, "char_start": hit.char_start,
         "char_end": hit.char_end, "chunk_id": hit.chunk_id, "document_id": hit.document_id,
         "mime_type": hit.mime_type}
+    if hit.context:
+        out["section"] = hit.context
     if hit.text_rank is not None or hit.vector_rank is not None:
         out.update(text_rank=hit.text_rank, vector_rank=hit.vector_rank)
     out["snippet"] = _snippet(hit.content, snippet_chars)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from surrealdb import RecordID
 
-from .chunk import assign_pages, chunk_text
+from .chunk import assign_context, assign_pages, chunk_text
 from .config import Settings
 from .embed import Embedder, EmbeddingRunner
 from .errors import AlreadyExistsError, ConfigurationError, NotFoundError
@@ -461,6 +461,9 @@ class NotebookService:
         chunks = await asyncio.to_thread(chunk_text, doc["content"], settings.chunk_size,
                                          settings.chunk_overlap)
         assign_pages(chunks, doc.get("page_starts"))
+        if settings.chunk_context == "headings":
+            assign_context(doc["content"], chunks,
+                           [(int(level), str(text)) for level, text in doc.get("headings") or []])
         generation = int(doc.get("generation") or 0) + 1
         notebooks = list(doc.get("notebooks") or [])
         # chunks of the new generation are invisible until the switch below
@@ -470,13 +473,13 @@ class NotebookService:
             part = chunks[start:start + batch]
             # a chunk whose text is stored already (the previous generation's, or any
             # other) keeps that vector: only new texts are embedded, each once
-            texts = {sha256(c.content): c.content for c in part}
+            texts = {sha256(c.embedding_input): c.embedding_input for c in part}
             known: dict[str, Any] = await storage.chunks.vectors_by_hash(list(texts))
             missing = [h for h in texts if h not in known]
             if missing:
                 known.update(zip(missing, await self._embedding.documents(
                     [texts[h] for h in missing])))
-            vectors = [known[sha256(c.content)] for c in part]
+            vectors = [known[sha256(c.embedding_input)] for c in part]
             rows = storage.chunks.rows(target, part, vectors, generation=generation,
                                        notebooks=notebooks)
             async with self.kb.store.write_lock:

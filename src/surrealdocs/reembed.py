@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .chunk import embedding_input
 from .config import Settings
 from .embed import Embedder, EmbeddingRunner, provenance
 from .errors import StoreError
@@ -55,7 +56,8 @@ async def reembed(settings: Settings, embedder: Embedder,
         done = 0
         last: Any = None
         while rows := await chunks.page_after(last, PAGE):
-            vectors = await runner.documents([r["content"] for r in rows])
+            vectors = await runner.documents([embedding_input(r["content"], r.get("context"))
+                                              for r in rows])
             await chunks.set_vectors(rows, vectors)
             done += len(rows)
             last = rows[-1]["id"]

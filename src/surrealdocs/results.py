@@ -200,6 +200,8 @@ class Hit:
     vector_rank: int | None = None
     text_score: float | None = None
     vector_score: float | None = None
+    # the section headings the chunk lies under ("Chapter 2 › Eligibility"), if any
+    context: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = jsonable(self)

@@ -295,6 +295,7 @@ def _fill(hit: Hit, row: dict[str, Any]) -> None:
     hit.title = row.get("title")
     hit.mime_type = row.get("mime_type") or ""
     hit.content = row.get("content") or ""
+    hit.context = row.get("context")
     hit.chunk_index = int(row.get("chunk_index") or 0)
     hit.char_start = int(row.get("char_start") or 0)
     hit.char_end = int(row.get("char_end") or 0)

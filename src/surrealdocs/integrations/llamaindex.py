@@ -40,7 +40,7 @@ from .common import KnowledgeBaseRunner, SearchOptions, hit_metadata
 
 __all__ = ["SurrealDocsRetriever"]
 
-_SHOWN_TO_LLM = ("source", "title", "page")
+_SHOWN_TO_LLM = ("source", "title", "context", "page")
 
 
 class SurrealDocsRetriever(BaseRetriever):

@@ -69,8 +69,9 @@ _VISIBLE_VIA_CHUNK = ("document.complete = true"
                       " AND (chunk.generation OR 0) = (document.generation OR 0)")
 # What a hit shows.
 _DETAIL_FIELDS = (
-    "id, document, content, chunk_index, char_start, char_end, page_number, last_page,"
-    " document.source AS source, document.title AS title, document.mime_type AS mime_type, "
+    "id, document, content, context, chunk_index, char_start, char_end, page_number,"
+    " last_page, document.source AS source, document.title AS title,"
+    " document.mime_type AS mime_type, "
     + _VISIBILITY
 )
 
@@ -122,6 +123,8 @@ class ChunkStorage:
                 "char_end": chunk.char_end,
                 "word_count": chunk.word_count,
             }
+            if chunk.context:
+                row["context"] = chunk.context
             if generation:
                 row["generation"] = generation
             if notebooks:
@@ -246,7 +249,7 @@ class ChunkStorage:
         for m in moves:
             c = m.chunk
             items.append({"id": m.id, "i": c.index, "s": c.char_start, "e": c.char_end,
-                          "p": c.first_page, "l": (c.last_page or c.first_page)
+                          "c": c.context, "p": c.first_page, "l": (c.last_page or c.first_page)
                           if c.first_page is not None else None})
         vectors = (f" UPDATE {self.vector_table} SET document = $mv_doc"
                    " WHERE chunk IN $mv_ids RETURN NONE;" if self.apart else "")
@@ -255,7 +258,8 @@ class ChunkStorage:
             " AND generation = $mv_generation GROUP ALL)[0].n OR 0) != array::len($mv_ids)"
             f" {{ THROW '{STALE_MARK}' }};"
             " FOR $m IN $mv_items { UPDATE $m.id SET document = $mv_doc, generation = 0,"
-            " chunk_index = $m.i, char_start = $m.s, char_end = $m.e, page_number = $m.p,"
+            " chunk_index = $m.i, char_start = $m.s, char_end = $m.e, context = $m.c,"
+            " page_number = $m.p,"
             " first_page = $m.p, last_page = $m.l RETURN NONE; };" + vectors,
             {"mv_ids": [m.id for m in moves], "mv_old": old, "mv_generation": generation,
              "mv_items": items, "mv_doc": doc})
@@ -667,10 +671,10 @@ class ChunkStorage:
         return sorted(t for t in ((info or {}).get("tables") or {}) if t.startswith(prefix))
 
     async def page_after(self, last: RecordID | None, limit: int) -> list[dict[str, Any]]:
-        """Chunks (id, document, content) in id order after ``last``, for a pass over every
-        chunk."""
+        """Chunks (id, document, content, context) in id order after ``last``, for a pass
+        over every chunk."""
         (rows,) = await self.store.query(
-            f"SELECT id, document, content FROM {self.table}"
+            f"SELECT id, document, content, context FROM {self.table}"
             + (" WHERE id > $last" if last is not None else "")
             + f" ORDER BY id LIMIT {int(limit)};", {"last": last})
         return list(rows or [])

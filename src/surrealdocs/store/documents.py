@@ -93,9 +93,10 @@ class DocumentStorage:
         return row if isinstance(row, dict) else None
 
     async def text_of(self, doc: RecordID) -> dict[str, Any] | None:
-        """What re-chunking needs: content, generation, notebooks, page starts."""
+        """What re-chunking needs: content, generation, notebooks, page starts, headings."""
         (row,) = await self.store.query(
-            "SELECT id, content, generation, notebooks, page_starts FROM ONLY $doc;",
+            "SELECT id, content, generation, notebooks, page_starts, headings"
+            " FROM ONLY $doc;",
             {"doc": doc})
         return row if isinstance(row, dict) else None
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from surrealdb import RecordID
 
+from ..chunk import CONTEXT_SEPARATOR
 from ..config import Settings
 from ..errors import (
     EmbeddingModelMismatchError,
@@ -346,6 +347,29 @@ DEFINE INDEX IF NOT EXISTS {C}_text_hash ON {C} FIELDS text_hash;
     return out
 
 
+def _v10(names: Names, settings: Settings, dimension: int) -> str:
+    # A chunk's context (its heading path) is stored apart from its text. The model reads
+    # both (chunk.embedding_input), so the text hash that decides vector reuse covers both;
+    # rows without a context keep the hash they have.
+    # The document keeps its headings ([level, text]) so that a re-chunked text (a
+    # notebook's vectorize) gets its contexts again.
+    out = (f"DEFINE FIELD IF NOT EXISTS headings ON {names.documents}"
+           " TYPE option<array<array>>;")
+    if not settings.chunked:
+        return out
+    C = names.chunks
+    return out + f"""
+DEFINE FIELD IF NOT EXISTS context ON {C} TYPE option<string>;
+DEFINE FIELD OVERWRITE text_hash ON {C} TYPE string
+    VALUE crypto::sha256(IF context THEN context + {_surql_string(CONTEXT_SEPARATOR)} + content
+                         ELSE content END);
+"""
+
+
+def _surql_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "documents, chunks (BM25 + HNSW), files", _v1),
     Migration(2, "notebooks, sources' references, notes, jobs; chunk generations", _v2),
@@ -358,6 +382,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "the chunks' vectors in a table of their own", _v8, move=_v8_move),
     Migration(9, "files.mtime_ns and an index on files.file_hash (sync); chunks.text_hash"
               " (vectors reused for unchanged text)", _v9, _v9_prepare),
+    Migration(10, "chunks.context (heading path), in the text hash; documents.headings",
+              _v10),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

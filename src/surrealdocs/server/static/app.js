@@ -203,6 +203,7 @@
       appendMarked(text, snippet(hit.content, pattern, 340), pattern);
       const meta = el("div", { class: "hit-meta" },
         el("span", { class: "source", text: hit.source }),
+        hit.context ? el("span", { class: "section", text: hit.context }) : null,
         hit.page ? el("span", { text: hit.last_page && hit.last_page !== hit.page
           ? `pages ${hit.page}–${hit.last_page}` : `page ${hit.page}` }) : null,
         state.mode === "hybrid" ? el("span", {
