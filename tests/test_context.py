@@ -29,7 +29,8 @@ On Linux you install the package with apt and then configure the daemon carefull
 
 ### Debian
 
-Debian users run apt-get install herring-counter and restart the service afterwards.
+Users of this distribution run apt-get install herring-counter and restart the
+service afterwards.
 
 ## Windows
 
@@ -89,7 +90,7 @@ async def test_markdown_chunks_get_their_heading_paths_and_exact_spans(tmp_path:
     assert doc.headings == [(1, "Installation Guide"), (2, "Linux"), (3, "Debian"),
                             (2, "Windows")]
     by_text = {c.content: c.context for c in doc.chunks}
-    assert by_text[next(t for t in by_text if t.startswith("Debian users"))] == \
+    assert by_text[next(t for t in by_text if t.startswith("Users of this"))] == \
         "Installation Guide › Linux › Debian"
     assert by_text[next(t for t in by_text if t.startswith("On Windows"))] == \
         "Installation Guide › Windows"
@@ -169,10 +170,7 @@ async def test_the_store_keeps_the_context_apart_and_embeds_it(tmp_path: Path) -
 
         hits = await kb.search("apt-get install restart the service", mode="text", limit=1)
         assert hits[0].context == "Installation Guide › Linux › Debian"
-        assert hits[0].content.startswith("Debian users")  # the text alone
-        # the vector leg matches the heading words, which only the context carries here
-        hits = await kb.search("Debian", mode="vector", limit=1)
-        assert hits[0].context is not None and hits[0].context.endswith("Debian")
+        assert hits[0].content.startswith("Users of this")  # the text alone
 
         # a renamed section: the same text under another heading is embedded again
         embedder.texts.clear()
@@ -180,12 +178,28 @@ async def test_the_store_keeps_the_context_apart_and_embeds_it(tmp_path: Path) -
         report = await kb.ingest([path])
         assert report.counts["updated"] == 1
         rows = await stored_chunks(kb)
-        debian = next(r for r in rows if r["content"].startswith("Debian users"))
+        debian = next(r for r in rows if r["content"].startswith("Users of this"))
         assert debian["context"] == "Installation Guide › Linux › Ubuntu"
         assert embedding_input(debian["content"], debian["context"]) in embedder.texts
         assert all("Ubuntu" in t for t in embedder.texts)
         # the chunks outside the renamed section kept their vectors
         assert not any(t.startswith("Installation Guide › Windows") for t in embedder.texts)
+
+
+async def test_the_heading_brings_its_section_closer_to_a_query(tmp_path: Path) -> None:
+    path = tmp_path / "guide.md"
+    path.write_text(GUIDE)
+    scores = {}
+    for context in ("none", "headings"):
+        settings = Settings(db="mem://", model="hashing-1024", chunk_size=120,
+                            chunk_overlap=0, chunk_context=context)
+        async with await KnowledgeBase.open(settings=settings) as kb:
+            await kb.ingest([path])
+            hits = await kb.search("Debian", mode="vector", limit=10, per_document=False)
+            (hit,) = [h for h in hits if h.content.startswith("Users of this")]
+            assert "Debian" not in hit.content  # only the context names it
+            scores[context] = hit.score
+    assert scores["headings"] > scores["none"] + 0.1
 
 
 async def test_no_context_embeds_the_text_alone(tmp_path: Path) -> None:
@@ -243,7 +257,7 @@ async def test_a_version_9_store_is_upgraded_and_keeps_its_hashes(tmp_path: Path
         assert version == 10 and "context" in info["fields"]
         assert after == before
         await kb.ingest([guide])
-        hits = await kb.search("Debian users apt-get", mode="text", limit=1)
+        hits = await kb.search("distribution apt-get", mode="text", limit=1)
         assert hits[0].context == "Installation Guide"  # the guide is one chunk here
         (hashed,) = await kb.store.query(
             "SELECT VALUE text_hash FROM ONLY type::record($c);", {"c": hits[0].chunk_id})
