@@ -52,6 +52,8 @@ COMMANDS: list[tuple[str, list[str], str]] = [
     ("ingest absolute glob", ["ingest", str(SAMPLES), "--glob", "/etc/*"], "glob"),
     ("ingest glob up", ["ingest", str(SAMPLES), "--glob", "../*"], "glob"),
     ("ingest tiny chunks", ["ingest", str(SAMPLES), "--chunk-size", "10"], "chunk_size"),
+    ("ingest bad chunk context", ["ingest", str(SAMPLES), "--chunk-context", "title"],
+     "chunk_context"),
     ("ingest huge overlap", ["ingest", str(SAMPLES), "--chunk-overlap", "5000"],
      "chunk_overlap"),
     ("notebook show unknown", ["notebook", "show", "Nope"], "no notebook"),

@@ -271,3 +271,8 @@ def test_chunk_context_is_checked(value: str) -> None:
 
     with pytest.raises(ConfigurationError, match="chunk_context must be one of"):
         Settings(chunk_context=value)
+
+
+def test_chunk_context_from_the_environment() -> None:
+    assert Settings().chunk_context == "headings"
+    assert Settings.from_env({"SURREALDOCS_CHUNK_CONTEXT": " None "}).chunk_context == "none"

@@ -156,6 +156,9 @@ def ingest(
         help="Retry unchanged files that failed last time")] = False,
     chunk_size: Annotated[int | None, typer.Option(help="Characters per chunk")] = None,
     chunk_overlap: Annotated[int | None, typer.Option(help="Characters of overlap")] = None,
+    chunk_context: Annotated[str | None, typer.Option(
+        help="headings: embed each chunk with the section headings it lies under;"
+             " none: the text alone")] = None,
     as_json: JsonOption = False,
     *, store: StoreOptions,
 ) -> None:
@@ -164,7 +167,8 @@ def ingest(
         on_discovered, on_result = on_discovered_and_result
         report = _with_kb(store, lambda kb: kb.ingest(
             paths, glob=glob, force=force, retry_failed=retry_failed, on_result=on_result,
-            on_discovered=on_discovered), chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+            on_discovered=on_discovered), chunk_size=chunk_size, chunk_overlap=chunk_overlap,
+            chunk_context=chunk_context)
     _show_report(report, as_json)
 
 
