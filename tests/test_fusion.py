@@ -179,3 +179,35 @@ def test_search_command_fusion_options(tmp_path: Path) -> None:
     result = runner.invoke(app, ["search", "x", "--db", db, "--model", "hashing-64",
                                  "--fusion", "borda"])
     assert result.exit_code == 2 and "fusion must be one of" in result.output
+
+
+def chunk_leg() -> list[Hit]:
+    """A text leg's chunks, best first: B's one chunk beats A's best, A matches four times."""
+    return [hit("b1", "B", text=1, score=1.05), hit("a1", "A", text=2, score=1.0),
+            hit("a2", "A", text=3, score=0.9), hit("a3", "A", text=4, score=0.8),
+            hit("a4", "A", text=5, score=0.7), hit("c1", "C", text=6, score=0.1)]
+
+
+@pytest.mark.parametrize("bonus,order,a_score", [
+    (0.0, ["B", "A", "C"], 1.0),
+    (0.1, ["A", "B", "C"], 1.0 + 0.1 * (0.9 + 0.8)),  # only A's next two chunks count
+])
+async def test_a_document_scores_its_best_chunk_plus_a_bonus_for_more(
+        bonus: float, order: list[str], a_score: float) -> None:
+    from surrealdocs.search import _distinct_documents
+
+    async def fetch(n: int) -> list[Hit]:
+        return chunk_leg()[:n]
+
+    docs = await _distinct_documents(fetch, 3, "text", bonus)
+    assert [h.document_id for h in docs] == order
+    assert [h.text_rank for h in docs] == [1, 2, 3]
+    (a,) = [h for h in docs if h.document_id == "A"]
+    assert a.chunk_id == "a1" and a.score == pytest.approx(a_score) == a.text_score
+
+
+def test_bm25_document_bonus_is_checked() -> None:
+    with pytest.raises(ConfigurationError, match="bm25_document_bonus"):
+        Settings(bm25_document_bonus=-0.1)
+    assert Settings.from_env({"SURREALDOCS_BM25_DOCUMENT_BONUS": "0.2"}).bm25_document_bonus \
+        == 0.2

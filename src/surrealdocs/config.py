@@ -66,6 +66,10 @@ class Settings:
             of the BM25 query (they cost the engine a scan of that share of the table while
             weighing little: inverse document frequency below ln 3); ``1`` keeps every term.
             A term's frequency is counted in the background the first time it is met.
+        bm25_document_bonus: with one hit per document, a document's BM25 score is its best
+            chunk's plus this share of its next two chunks' scores among those fetched (a
+            document that matches in several places is more likely about the query); 0
+            ranks documents by their best chunk alone.
         bm25_min_terms: the rarest this many query terms are kept whatever their frequency.
         bm25_max_df_floor: a term is left out only if it is also in more than this many
             chunks: below it a term costs the engine little (tens of milliseconds), and in a
@@ -149,6 +153,7 @@ class Settings:
     analyzer_language: str = "english"
     bm25_max_df: float = 0.25
     bm25_min_terms: int = 2
+    bm25_document_bonus: float = 0.0
     bm25_max_df_floor: int = 2000
     chunked: bool = True
     embed: bool = True
@@ -228,6 +233,9 @@ class Settings:
             object.__setattr__(self, name, float(value))
         if not 0 < self.bm25_max_df <= 1:
             raise ConfigurationError(f"bm25_max_df must be in (0, 1], got {self.bm25_max_df}")
+        if not 0 <= self.bm25_document_bonus <= 1:
+            raise ConfigurationError(
+                f"bm25_document_bonus must be in [0, 1], got {self.bm25_document_bonus}")
         if self.bm25_max_df_floor < 0:
             raise ConfigurationError("bm25_max_df_floor must be zero or positive")
         if self.bm25_min_terms < 1:

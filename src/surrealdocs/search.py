@@ -36,6 +36,7 @@ __all__ = ["MODES", "Filters", "Hit", "Searcher", "glob_to_regex", "query_terms"
 
 MODES = ("hybrid", "vector", "text")
 MAX_FETCH = 10_000  # most chunks one leg fetches while collecting distinct documents
+BONUS_CHUNKS = 2  # a document's chunks after its best that add to its score (with a bonus)
 
 # Common English function words. The analyzer indexes them, and in an OR query they match
 # almost every chunk (slow) while adding nothing to the ranking.
@@ -180,7 +181,7 @@ class Searcher:
         if not per_document:
             return await self.text(query, limit, filters, careful)
         return await _distinct_documents(lambda n: self.text(query, n, filters, careful),
-                                         limit, "text")
+                                         limit, "text", self.settings.bm25_document_bonus)
 
     async def _leg_vector(self, vector: list[float], limit: int, filters: Filters,
                           per_document: bool, careful: bool) -> list[Hit]:
@@ -255,28 +256,38 @@ def _check_int(name: str, value: Any, minimum: int) -> None:
 
 
 async def _distinct_documents(fetch: Callable[[int], Awaitable[list[Hit]]], want: int,
-                              leg: str) -> list[Hit]:
+                              leg: str, bonus: float = 0.0) -> list[Hit]:
     """The best chunk of each of the top ``want`` documents of one leg (MaxP).
 
     Fetches chunks, three per wanted document to start with, and twice as many each time
     the distinct documents fall short while the leg still has more to give. Ranks and
-    scores are rewritten as document ranks.
+    scores are rewritten as document ranks. With a ``bonus``, a document scores its best
+    chunk's score plus ``bonus`` times its next :data:`BONUS_CHUNKS` fetched chunks' scores
+    (a document that matches in several places is more likely about the query).
     """
     n = min(max(want * 3, want + 10), MAX_FETCH)
     while True:
         chunks = await fetch(n)
         seen: dict[str, Hit] = {}
+        more: dict[str, list[float]] = {}
         for hit in chunks:
-            seen.setdefault(hit.document_id, hit)
+            if seen.setdefault(hit.document_id, hit) is not hit:
+                more.setdefault(hit.document_id, []).append(hit.score)
         if len(seen) >= want or len(chunks) < n or n >= MAX_FETCH:
             break
         n = min(n * 2, MAX_FETCH)
-    docs = list(seen.values())[:want]
+    docs = list(seen.values())
+    if bonus:
+        for hit in docs:
+            hit.score += bonus * sum(sorted(more.get(hit.document_id, ()),
+                                            reverse=True)[:BONUS_CHUNKS])
+        docs.sort(key=lambda h: -h.score)  # stable: ties keep the leg's order
+    docs = docs[:want]
     for rank, hit in enumerate(docs, 1):
         if leg == "text":
-            hit.text_rank = rank
+            hit.text_rank, hit.text_score = rank, hit.score
         else:
-            hit.vector_rank = rank
+            hit.vector_rank, hit.vector_score = rank, hit.score
     return docs
 
 
