@@ -153,7 +153,7 @@ class Settings:
     analyzer_language: str = "english"
     bm25_max_df: float = 0.25
     bm25_min_terms: int = 2
-    bm25_document_bonus: float = 0.0
+    bm25_document_bonus: float = 0.1
     bm25_max_df_floor: int = 2000
     chunked: bool = True
     embed: bool = True
