@@ -89,18 +89,25 @@ def assign_context(content: str, chunks: Sequence[Chunk],
 _GAPS = re.compile(r"[\s\x00-\x1f\x7f]+")  # whitespace and control characters
 
 
+# How far after the previous heading the next one is looked for by pattern (on a line of its
+# own, or with other whitespace): a heading absent from the text must not cost a scan of all
+# the rest of a long text each.
+HEADING_WINDOW = 200_000
+
+
 def _find_words(content: str, words: str, start: int) -> int:
     """Where the heading ``words`` (single-spaced) are in ``content`` from ``start``: on a
-    line of their own if they are anywhere so (whatever the whitespace between them),
-    else their first occurrence; -1 if nowhere."""
+    line of their own if they are so within :data:`HEADING_WINDOW` (whatever the whitespace
+    between them), else their first occurrence; -1 if nowhere."""
+    end = min(len(content), start + HEADING_WINDOW)
     gaps = _GAPS.pattern.join(re.escape(w) for w in words.split())
-    match = re.compile(r"(?m)^[ \t#*]*" + gaps + r"[ \t:.*]*$").search(content, start)
+    match = re.compile(r"(?m)^[ \t#*]*" + gaps + r"[ \t:.*]*$").search(content, start, end)
     if match:
         return match.start() + len(match.group()) - len(match.group().lstrip(" \t#*"))
     offset = content.find(words, start)
     if offset >= 0:
         return offset
-    match = re.compile(gaps).search(content, start)
+    match = re.compile(gaps).search(content, start, end)
     return match.start() if match else -1
 
 

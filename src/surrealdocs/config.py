@@ -209,11 +209,12 @@ class Settings:
                 f"chunk_overlap must be between 0 and chunk_size ({self.chunk_size}), "
                 f"got {self.chunk_overlap}"
             )
-        if str(self.chunk_context).strip().lower() not in CHUNK_CONTEXTS:
+        if not isinstance(self.chunk_context, str) \
+                or self.chunk_context.strip().lower() not in CHUNK_CONTEXTS:
             raise ConfigurationError(
                 f"chunk_context must be one of {', '.join(CHUNK_CONTEXTS)},"
                 f" got {self.chunk_context!r}")
-        object.__setattr__(self, "chunk_context", str(self.chunk_context).strip().lower())
+        object.__setattr__(self, "chunk_context", self.chunk_context.strip().lower())
         if str(self.hnsw_distance).upper() not in DISTANCES:
             raise ConfigurationError(
                 f"hnsw_distance must be one of {', '.join(DISTANCES)}, got {self.hnsw_distance!r}"

@@ -413,7 +413,9 @@ async def _extract_data(data: bytes, claimed: str | None, source: str, settings:
         outcome.warnings[:0] = plan.warnings
         if settings.chunk_context == "none":
             outcome.headings = []
-        assign_context(outcome.content, outcome.chunks, outcome.headings)
+        if outcome.headings:
+            await asyncio.to_thread(assign_context, outcome.content, outcome.chunks,
+                                    outcome.headings)
     return outcome
 
 

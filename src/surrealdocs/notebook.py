@@ -462,8 +462,7 @@ class NotebookService:
                                          settings.chunk_overlap)
         assign_pages(chunks, doc.get("page_starts"))
         if settings.chunk_context == "headings":
-            assign_context(doc["content"], chunks,
-                           [(int(level), str(text)) for level, text in doc.get("headings") or []])
+            assign_context(doc["content"], chunks, doc["headings"])
         generation = int(doc.get("generation") or 0) + 1
         notebooks = list(doc.get("notebooks") or [])
         # chunks of the new generation are invisible until the switch below

@@ -93,12 +93,16 @@ class DocumentStorage:
         return row if isinstance(row, dict) else None
 
     async def text_of(self, doc: RecordID) -> dict[str, Any] | None:
-        """What re-chunking needs: content, generation, notebooks, page starts, headings."""
+        """What re-chunking needs: content, generation, notebooks, page starts, headings
+        (``(level, text)`` pairs)."""
         (row,) = await self.store.query(
             "SELECT id, content, generation, notebooks, page_starts, headings"
             " FROM ONLY $doc;",
             {"doc": doc})
-        return row if isinstance(row, dict) else None
+        if not isinstance(row, dict):
+            return None
+        row["headings"] = [(int(level), str(text)) for level, text in row.get("headings") or []]
+        return row
 
     async def file_records(self, sources: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The last ingest of each source (raw hash, size, modification time, status, error,
