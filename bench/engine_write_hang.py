@@ -1,7 +1,7 @@
 """Look for the embedded engine's hang during a long series of writes in one session.
 
     python bench/engine_write_hang.py [--mode build|nobuild|noembed] [--until 150000]
-                                      [--stall 300] [--workdir DIR]
+                                      [--stall 300] [--workdir DIR] [--reopen-rows N]
 
 Grows a file store through the normal ingest path (``ingest_texts``, 2,500 synthetic
 documents of SciFact sentences per call, about 7,900 chunks; vectors from ``hashing-384``),
@@ -11,7 +11,9 @@ each call. ``build`` builds the HNSW graph once after the first 3,000 real abstr
 at all (the full-text index alone). When a call makes no progress for ``--stall`` seconds
 (a call takes about 35 s here), it prints HANG with the process's CPU time (which stops
 growing when every thread is parked) and exits with status 3; reaching ``--until`` chunks
-exits 0.
+exits 0. ``--reopen-rows`` is the setting ``engine_reopen_rows`` (the engine is reopened
+after that many rows written; 0 never reopens it, which reproduces the hang); by default
+the setting's own default.
 """
 
 from __future__ import annotations
@@ -52,13 +54,16 @@ async def main() -> None:
     parser.add_argument("--until", type=int, default=150_000)
     parser.add_argument("--stall", type=float, default=300.0)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/surrealdocs-write-hang"))
+    parser.add_argument("--reopen-rows", type=int, default=None)
     args = parser.parse_args()
     store = args.workdir / args.mode
     if store.exists():
         raise SystemExit(f"{store} exists: give another --workdir")
     docs, sentences = corpus()
     settings = Settings(db=str(store), model="hashing-384", rebuild_threshold=10**9,
-                        embed=args.mode != "noembed")
+                        embed=args.mode != "noembed",
+                        **({} if args.reopen_rows is None
+                           else {"engine_reopen_rows": args.reopen_rows}))
     state = {"last": time.monotonic(), "chunks": 0.0, "cpu": 0.0}
     threading.Thread(target=watchdog, args=(state, args.stall), daemon=True).start()
     async with await KnowledgeBase.open(settings=settings) as kb:
@@ -77,8 +82,13 @@ async def main() -> None:
             stats = await kb.stats()
             state.update(last=time.monotonic(), chunks=stats.chunks, cpu=cpu_seconds())
             print(f"{time.strftime('%H:%M:%S')} {stats.chunks} chunks"
-                  f" {time.perf_counter() - t0:.1f} s", flush=True)
-    print(f"no hang up to {int(state['chunks'])} chunks", flush=True)
+                  f" {time.perf_counter() - t0:.1f} s, {kb.store.reopens} reopens so far",
+                  flush=True)
+        print(f"no hang up to {int(state['chunks'])} chunks", flush=True)
+        t0 = time.perf_counter()
+        await kb.store.refresh_engine()
+        print(f"one more reopen of the engine took {time.perf_counter() - t0:.2f} s",
+              flush=True)
     os._exit(0)
 
 

@@ -151,6 +151,37 @@ async def test_engine_refresh_keeps_data_and_holds_queries(tmp_path: Path) -> No
         assert await kb.store.refresh_engine() is False  # closing would lose the data
 
 
+async def test_engine_reopens_after_many_rows_written(tmp_path: Path) -> None:
+    # The embedded engine stops for good after tens of thousands of rows written in one
+    # session; a file store reopens it every engine_reopen_rows rows (here 40, to see it).
+    db = f"surrealkv://{tmp_path / 'kb'}"
+    texts = {f"note://{n}": f"note {n} about reopening engines and word{n}" for n in range(60)}
+    async with await KnowledgeBase.open(db, model="hashing-64", engine_reopen_rows=40) as kb:
+        assert kb.store.reopen_after == 40
+        client = kb.store.client
+        report = await kb.ingest_texts(texts)
+        assert report.failures == []
+        # 60 chunk rows and their 60 vector rows, concurrent searches meanwhile
+        searches = [kb.search(f"word{n}", mode="text") for n in range(0, 60, 7)]
+        await kb.ingest_texts({f"more://{n}": f"more text {n}" for n in range(30)})
+        results = await asyncio.gather(*searches)
+        assert kb.store.reopens >= 2 and kb.store.client is client
+        assert [hits[0].source for hits in results] == [f"note://{n}" for n in range(0, 60, 7)]
+        assert (await kb.stats()).chunks == 90
+    async with await KnowledgeBase.open(db, model="hashing-64") as kb:
+        assert kb.store.reopen_after == Settings().engine_reopen_rows
+        assert (await kb.stats()).chunks == 90
+        hits = await kb.search(texts["note://33"], mode="vector", limit=1)
+        assert hits[0].source == "note://33"
+    async with await KnowledgeBase.open("mem://", model="hashing-64",
+                                        engine_reopen_rows=1) as kb:
+        assert kb.store.reopen_after == 0  # closing would lose the data
+        await kb.ingest_texts(texts)
+        assert kb.store.reopens == 0 and (await kb.stats()).chunks == 60
+    with pytest.raises(ConfigurationError, match="engine_reopen_rows"):
+        Settings(engine_reopen_rows=-1)
+
+
 async def test_second_open_of_same_file_is_a_clear_error(tmp_path: Path) -> None:
     db = str(tmp_path / "kb")
     async with await KnowledgeBase.open(db, model="hashing-64"):

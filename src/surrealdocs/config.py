@@ -130,6 +130,10 @@ class Settings:
         write_lease: seconds a document being written may go without progress before
             another writer on a shared server treats it as abandoned (its writer died) and
             writes it again; also the age at which such debris is cleaned up on open.
+        engine_reopen_rows: an embedded file store is closed and reopened (about a second
+            at 150,000 chunks; queries wait meanwhile) after this many chunk and vector rows were
+            written in one session, because the embedded engine stops for good after some
+            60,000 to 90,000 (BENCHMARKS.md). 0 never reopens it.
     """
 
     db: str | None = None
@@ -181,6 +185,7 @@ class Settings:
     max_file_bytes: int = 512 * 1024 * 1024
     max_chunks_per_document: int = 100_000
     write_lease: float = 120.0
+    engine_reopen_rows: int = 10_000
     uploads_dir: str | None = None
     kreuzberg_config: Any = field(default=None, compare=False, repr=False,
                                   metadata=_NOT_FROM_ENV)
@@ -198,7 +203,7 @@ class Settings:
                         or not math.isfinite(value):
                     raise ConfigurationError(f"{f.name} must be a finite number, got {value!r}")
                 object.__setattr__(self, f.name, float(value))
-        for name in ("rrf_k", "rebuild_threshold", "rebuild_fraction"):
+        for name in ("rrf_k", "rebuild_threshold", "rebuild_fraction", "engine_reopen_rows"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must be zero or positive")
         if self.chunk_size < 50:

@@ -166,7 +166,8 @@ class ChunkStorage:
         for table, part in zip((self.table, self.vector_table), self._split(rows)):
             statements += [Statement(f"INSERT INTO {table} $rows{len(statements) + n}"
                                      " RETURN NONE;",
-                                     {f"rows{len(statements) + n}": list(part[i:i + batch])})
+                                     {f"rows{len(statements) + n}": list(part[i:i + batch])},
+                                     rows=len(part[i:i + batch]))
                            for n, i in enumerate(range(0, len(part), batch))]
         return statements
 
@@ -423,7 +424,8 @@ class ChunkStorage:
                 f"INSERT INTO {t} (SELECT type::record('{t}', record::id(id)) AS id, {fields}"
                 f" FROM {rows}{where}) RETURN NONE; UPSERT ${t}_pending SET pending_vectors ="
                 f" (pending_vectors OR 0) + array::len((SELECT VALUE id FROM {rows}{where}))"
-                " RETURN NONE;", {**params, f"{t}_pending": self._pending_key(t)})]
+                " RETURN NONE;", {**params, f"{t}_pending": self._pending_key(t)},
+                rows=len(ids))]
         if self.apart:
             source = (f"SELECT type::record('{t}', record::id(id)) AS id, chunk, document,"
                       f" embedding FROM {self.vector_table} WHERE document = $doc"
@@ -691,7 +693,8 @@ class ChunkStorage:
             write = "FOR $u IN $batch { UPDATE $u.id SET embedding = $u.v RETURN NONE; };"
         batch = self.settings.insert_batch_size
         for start in range(0, len(items), batch):
-            await self.store.query(write, {"batch": items[start:start + batch]})
+            await self.store.query(write, {"batch": items[start:start + batch]},
+                                   rows=len(items[start:start + batch]))
 
     async def ensure_vector_index(self) -> None:
         """Define the shared HNSW index if it is missing (a new store, or one whose vectors

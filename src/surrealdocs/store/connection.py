@@ -38,6 +38,7 @@ class Statement:
 
     sql: str
     params: Mapping[str, Any] = field(default_factory=dict)
+    rows: int = 0  # rows it writes, when it writes many (see Store.reopen_after)
 
 
 def resolve_url(db: str | None) -> str:
@@ -120,6 +121,12 @@ class Store:
     _open: asyncio.Event | None = field(default=None, repr=False, compare=False)
     _write_lock: asyncio.Lock | None = field(default=None, repr=False, compare=False)
     _builds: int = field(default=0, repr=False, compare=False)
+    # Rows written after which the next query first reopens the engine (0: never); see
+    # _reopen_if_worn. Set by connect() for file stores it opens.
+    reopen_after: int = 0
+    _written: int = field(default=0, repr=False, compare=False)
+    _reopen_lock: asyncio.Lock | None = field(default=None, repr=False, compare=False)
+    reopens: int = field(default=0, repr=False, compare=False)
 
     @property
     def write_lock(self) -> asyncio.Lock:
@@ -166,7 +173,24 @@ class Store:
             await self.client.use(self.namespace, self.database)
         finally:
             is_open.set()
+        self._written = 0
+        self.reopens += 1
         return True
+
+    async def _reopen_if_worn(self) -> None:
+        """Reopen the engine once ``reopen_after`` rows were written since it was opened.
+
+        Why: the embedded engine (core 3.2.4 on SurrealKV) stops for good during a long
+        series of writes in one session: after 57,000 to 89,000 chunks written (fewer with
+        vectors), a write never returns, every thread parked and no CPU used, while a
+        freshly opened engine goes on from there. Reopening every 16,000 chunks carried the
+        same writes past 150,000 (bench/engine_write_hang.py; BENCHMARKS.md).
+        """
+        if self._reopen_lock is None:
+            self._reopen_lock = asyncio.Lock()
+        async with self._reopen_lock:
+            if self._written >= self.reopen_after:
+                await self.refresh_engine()
 
     @property
     def index_builds(self) -> int:
@@ -185,15 +209,19 @@ class Store:
             self._builds -= 1
 
     async def query(
-        self, sql: str, params: Mapping[str, Any] | None = None, *, retries: int = 3
+        self, sql: str, params: Mapping[str, Any] | None = None, *, retries: int = 3,
+        rows: int = 0,
     ) -> list[Any]:
-        """Run SurrealQL and return one result per statement.
+        """Run SurrealQL and return one result per statement; ``rows`` is how many rows it
+        writes, when it writes many.
 
         Raises :class:`StoreError` naming the statement's own error (not the "not executed
         due to a failed transaction" that follows it). Write conflicts are retried, and so,
         once, is a request a server refused whole because it forgot the session (see
         :meth:`_renew`).
         """
+        if self.reopen_after and self._written >= self.reopen_after:
+            await self._reopen_if_worn()
         idle, is_open = self._events()
         attempt, renewed = 0, False
         while True:
@@ -214,6 +242,7 @@ class Store:
                     idle.set()
             error = _first_error(raw)
             if error is None:
+                self._written += rows
                 return [stmt.get("result") for stmt in raw.get("result", [])]
             if not renewed and _session_lost(raw) and await self._renew(renewals):
                 renewed = True
@@ -249,13 +278,14 @@ class Store:
         """Run statements in one round trip (each its own transaction); one result per
         SurrealQL statement."""
         sql, params = _join(statements)
-        return await self.query(sql, params)
+        return await self.query(sql, params, rows=sum(s.rows for s in statements))
 
     async def transaction(self, *statements: Statement) -> None:
         """Run statements in one transaction: all of them take effect, or none."""
         sql, params = _join(statements)
         if sql.strip():
-            await self.query(f"BEGIN;\n{sql}\nCOMMIT;", params)
+            await self.query(f"BEGIN;\n{sql}\nCOMMIT;", params,
+                             rows=sum(s.rows for s in statements))
 
     async def close(self) -> None:
         await self.client.close()
@@ -439,4 +469,5 @@ async def connect(settings: Settings | None = None) -> Store:
                     " (another process has this database open; close it or use a server URL)")
         raise StoreError(f"cannot open {url}: {exc}{hint}") from exc
     return Store(client=client, url=url, namespace=settings.namespace, database=settings.database,
-                 names=names, owned=True, renew=sign_in if scheme in REMOTE_SCHEMES else None)
+                 names=names, owned=True, renew=sign_in if scheme in REMOTE_SCHEMES else None,
+                 reopen_after=settings.engine_reopen_rows if scheme in FILE_SCHEMES else 0)
