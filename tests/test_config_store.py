@@ -168,6 +168,14 @@ async def test_engine_reopens_after_many_rows_written(tmp_path: Path) -> None:
         assert kb.store.reopens >= 2 and kb.store.client is client
         assert [hits[0].source for hits in results] == [f"note://{n}" for n in range(0, 60, 7)]
         assert (await kb.stats()).chunks == 90
+        # a long document is written in batches outside one transaction: counted too
+        before = kb.store.reopens
+        book = " ".join(f"Sentence {n} of the long book." for n in range(2000))
+        result = (await kb.ingest_texts({"book://1": book})).results[0]
+        assert result.status == "ingested" and result.chunks > 40
+        assert kb.store.reopens > before
+        assert (await kb.search("Sentence 1999", mode="text", limit=1))[0].source == "book://1"
+        assert await kb.delete("book://1")
     async with await KnowledgeBase.open(db, model="hashing-64") as kb:
         assert kb.store.reopen_after == Settings().engine_reopen_rows
         assert (await kb.stats()).chunks == 90
