@@ -177,7 +177,7 @@ async def test_engine_reopens_after_many_rows_written(tmp_path: Path) -> None:
         assert (await kb.search("Sentence 1999", mode="text", limit=1))[0].source == "book://1"
         assert await kb.delete("book://1")
     async with await KnowledgeBase.open(db, model="hashing-64") as kb:
-        assert kb.store.reopen_after == Settings().engine_reopen_rows
+        assert kb.store.reopen_after == Settings.from_env().engine_reopen_rows
         assert (await kb.stats()).chunks == 90
         hits = await kb.search(texts["note://33"], mode="vector", limit=1)
         assert hits[0].source == "note://33"
