@@ -174,6 +174,12 @@ async def main() -> None:
                 results["marks"].append(mark)
                 print(json.dumps(mark), file=sys.stderr, flush=True)
                 continue
+            # the step's ingest cost first: the graph build can hang in the embedded engine
+            # (it did over 300,000 vectors; BENCHMARKS.md), and the cost is known already
+            print(json.dumps({"chunks": (await kb.stats()).chunks, "ingest_chunks": written,
+                              "ingest_s_per_1k_chunks":
+                                  round(seconds / max(written, 1) * 1000, 2),
+                              "building": True}), file=sys.stderr, flush=True)
             t0 = time.perf_counter()
             await kb.rebuild_index()  # searches run on the full graph
             build_s = time.perf_counter() - t0
