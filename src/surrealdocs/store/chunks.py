@@ -164,11 +164,11 @@ class ChunkStorage:
         batch = self.settings.insert_batch_size
         statements: list[Statement] = []
         for table, part in zip((self.table, self.vector_table), self._split(rows)):
-            statements += [Statement(f"INSERT INTO {table} $rows{len(statements) + n}"
-                                     " RETURN NONE;",
-                                     {f"rows{len(statements) + n}": list(part[i:i + batch])},
-                                     rows=len(part[i:i + batch]))
-                           for n, i in enumerate(range(0, len(part), batch))]
+            for i in range(0, len(part), batch):
+                name = f"rows{len(statements)}"
+                some = part[i:i + batch]
+                statements.append(Statement(f"INSERT INTO {table} ${name} RETURN NONE;",
+                                            {name: some}, rows=len(some)))
         return statements
 
     async def insert(self, rows: Sequence[dict[str, Any]],
@@ -693,8 +693,8 @@ class ChunkStorage:
             write = "FOR $u IN $batch { UPDATE $u.id SET embedding = $u.v RETURN NONE; };"
         batch = self.settings.insert_batch_size
         for start in range(0, len(items), batch):
-            await self.store.query(write, {"batch": items[start:start + batch]},
-                                   rows=len(items[start:start + batch]))
+            some = items[start:start + batch]
+            await self.store.query(write, {"batch": some}, rows=len(some))
 
     async def ensure_vector_index(self) -> None:
         """Define the shared HNSW index if it is missing (a new store, or one whose vectors

@@ -279,15 +279,15 @@ class Store:
     async def run(self, *statements: Statement) -> list[Any]:
         """Run statements in one round trip (each its own transaction); one result per
         SurrealQL statement."""
-        sql, params = _join(statements)
-        return await self.query(sql, params, rows=sum(s.rows for s in statements))
+        joined = _join(statements)
+        return await self.query(joined.sql, joined.params, rows=joined.rows)
 
     async def transaction(self, *statements: Statement) -> None:
         """Run statements in one transaction: all of them take effect, or none."""
-        sql, params = _join(statements)
-        if sql.strip():
-            await self.query(f"BEGIN;\n{sql}\nCOMMIT;", params,
-                             rows=sum(s.rows for s in statements))
+        joined = _join(statements)
+        if joined.sql.strip():
+            await self.query(f"BEGIN;\n{joined.sql}\nCOMMIT;", joined.params,
+                             rows=joined.rows)
 
     async def close(self) -> None:
         await self.client.close()
@@ -317,14 +317,15 @@ class Store:
         return probe
 
 
-def _join(statements: tuple[Statement, ...]) -> tuple[str, dict[str, Any]]:
+def _join(statements: tuple[Statement, ...]) -> Statement:
     params: dict[str, Any] = {}
     for statement in statements:
         for name, value in statement.params.items():
             if name in params and params[name] is not value and params[name] != value:
                 raise ValueError(f"two statements bind ${name} to different values")
             params[name] = value
-    return "\n".join(s.sql for s in statements if s.sql.strip()), params
+    return Statement("\n".join(s.sql for s in statements if s.sql.strip()), params,
+                     sum(s.rows for s in statements))
 
 
 def connection_url(client: Any) -> str:
