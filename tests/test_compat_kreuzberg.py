@@ -376,6 +376,29 @@ async def test_pipeline_without_embeddings(db: Any, tmp_path: Path) -> None:
         await pipeline.embed_query("anything")
 
 
+@pytest.mark.parametrize(("asked", "most"), [(100, 25), (7, 7)])
+async def test_insert_batch_size_is_the_most_rows_per_insert(db: Any, tmp_path: Path,
+                                                             asked: int, most: int) -> None:
+    """As in the original, the most chunk rows one INSERT writes; statements hold at most
+    surrealdocs' 25 rows even when more are allowed (the engine writes them faster)."""
+    sizes: list[int] = []
+    real = db.query_raw
+
+    async def spy(sql: str, params: Any = None, **kw: Any) -> Any:
+        sizes.extend(len(v) for k, v in (params or {}).items()
+                     if k.startswith("rows") and f"INSERT INTO chunks ${k}" in sql)
+        return await real(sql, params, **kw)
+
+    db.query_raw = spy
+    pipeline = DocumentPipeline(db=db, embed=False, insert_batch_size=asked)
+    await pipeline.setup_schema()
+    text = " ".join(f"Sentence number {n} says something of its own here." for n in range(900))
+    await pipeline.ingest_file(write(tmp_path / "long.txt", text))
+    total = await count(db, "chunks")
+    assert total > 2 * most and sum(sizes) == total
+    assert max(sizes) == most
+
+
 async def test_readme_pipeline_end_to_end_with_minilm(tmp_path: Path) -> None:
     papers = write_papers(tmp_path / "papers")
     config = ExtractionConfig(chunking=ChunkingConfig(max_chars=512, max_overlap=100))

@@ -256,6 +256,46 @@ async def test_insert_batch_size(tmp_path: Path) -> None:
         Settings(insert_batch_size=0)
 
 
+async def test_a_long_document_is_inserted_in_two_streams(tmp_path: Path) -> None:
+    """Two round trips of inserts are in flight at once; the chunks land whole and in
+    order. A failure in either stream stops both and leaves no trace of the document."""
+    settings = Settings(db="mem://", model="hashing-64", chunk_size=60, chunk_overlap=0,
+                        insert_batch_size=2)  # 20 rows per round trip
+    text = " ".join(f"Sentence number {n} is here." for n in range(200))
+    async with await KnowledgeBase.open(settings=settings) as kb:
+        real = kb.store.client.query_raw
+        in_flight, most, inserts = 0, 0, 0
+        fail_at: int | None = None
+
+        async def spy(sql: str, params: Any = None, **kw: Any) -> Any:
+            nonlocal in_flight, most, inserts
+            if "INSERT INTO chunks" not in sql:
+                return await real(sql, params, **kw)
+            inserts += 1
+            if inserts == fail_at:
+                raise RuntimeError("the connection dropped")
+            in_flight += 1
+            most = max(most, in_flight)
+            try:
+                return await real(sql, params, **kw)
+            finally:
+                in_flight -= 1
+
+        kb.store.client.query_raw = spy
+        fail_at = 4
+        with pytest.raises(RuntimeError, match="dropped"):
+            await kb.ingest_bytes(text.encode(), mime_type="text/plain", source="n://x")
+        assert await kb.store.query("SELECT VALUE id FROM documents;"
+                                    " SELECT VALUE id FROM chunks;") == [[], []]
+        fail_at, inserts = None, 0
+        result = await kb.ingest_bytes(text.encode(), mime_type="text/plain", source="n://x")
+        (stored,) = await kb.store.query(
+            "SELECT VALUE [chunk_index, content] FROM chunks ORDER BY chunk_index;")
+    assert result.chunks > 60 and inserts >= 4 and most == 2
+    assert [index for index, _ in stored] == list(range(result.chunks))
+    assert all(f"number {n} " in " ".join(c for _, c in stored) + " " for n in range(200))
+
+
 async def test_embedder_of_the_wrong_dimension_writes_nothing() -> None:
     class Broken:
         name = "hashing-64"

@@ -297,9 +297,12 @@ class _Ingester:
         if embedder is not None:
             extra.update(model=embedder.name)
         # the original's layout: vectors in the chunks, where its users' queries find them
+        # the original's "max records per INSERT batch": never more, and fewer when the
+        # engine writes smaller statements faster (surrealdocs' own default)
         self._settings = Settings(
             documents_table=table, chunks_table=chunk_table,
-            insert_batch_size=insert_batch_size, chunked=self._chunked, embed=embed,
+            insert_batch_size=min(insert_batch_size, Settings.insert_batch_size),
+            chunked=self._chunked, embed=embed,
             separate_vectors=False, fit_chunks=False, kreuzberg_config=own_config, **extra)
         self._db = db
         self._client = LegacyQueryClient(db)

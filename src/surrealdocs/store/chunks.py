@@ -8,7 +8,8 @@ vector tables and the counters that decide when an HNSW graph is rebuilt.
   kreuzberg-surrealdb facade keep them in the chunks (``vectors_apart`` false). Rows are
   inserted ``settings.insert_batch_size`` per statement: the engine's full-text index makes
   large statements and transactions superlinear (1,000 chunks in one transaction: 62 s and
-  10.6 GB, against 2.3 s as ten 100-row statements).
+  10.6 GB, against 2.3 s as ten 100-row statements; on ``mem://`` 25-row statements are
+  1.5x faster again than 100-row ones).
 - **Reuse**: every chunk carries ``text_hash``, the SHA-256 of its text, computed by the
   engine (migration 9). A new version of a source takes the chunks of the old version whose
   text did not change: :meth:`ChunkStorage.move_statement` re-points those rows (text,
@@ -50,6 +51,7 @@ from .connection import STALE_MARK, Statement, Store
 from .schema import hnsw_index_sql, vector_table_sql
 
 STATEMENTS_PER_ROUND_TRIP = 10
+INSERT_STREAMS = 2  # round trips of one document's inserts in flight at once
 IDS_TAKEN_MARK = "surrealdocs: chunk ids taken"
 REMOTE_BUILD_POLL_SECONDS = 0.5
 READY_CHECK_SECONDS = 5.0
@@ -174,8 +176,9 @@ class ChunkStorage:
     async def insert(self, rows: Sequence[dict[str, Any]],
                      heartbeat: Statement | None = None) -> list[RecordID]:
         """Insert rows (and their vectors), ``insert_batch_size`` per statement, several
-        statements per round trip (each statement is its own transaction). ``heartbeat``
-        runs with every round trip (a writer marking its document as still being written).
+        statements per round trip (each statement is its own transaction), two round trips
+        at once. ``heartbeat`` runs with every round trip of the first stream (a writer
+        marking its document as still being written).
         Returns the ids the rows got.
 
         A chunk moved into a newer document keeps its id, which derives from the document
@@ -183,13 +186,29 @@ class ChunkStorage:
         its id taken. Such a row gets a fresh id instead.
         """
         step = self.settings.insert_batch_size * STATEMENTS_PER_ROUND_TRIP
-        ids: list[RecordID] = []
-        for start in range(0, len(rows), step):
-            group = await self._free_ids(rows[start:start + step])
-            await self.store.run(*self.insert_statements(group),
-                                 *([heartbeat] if heartbeat else []))
-            ids += [row["id"] for row in group]
-        return ids
+        starts = range(0, len(rows), step)
+        written: dict[int, list[RecordID]] = {}
+        pending = iter(starts)  # shared by the streams: each group is taken once
+
+        async def stream(number: int) -> None:
+            for start in pending:
+                group = await self._free_ids(rows[start:start + step])
+                beat = [heartbeat] if heartbeat and number == 0 else []
+                await self.store.run(*self.insert_statements(group), *beat)
+                written[start] = [row["id"] for row in group]
+
+        # Two round trips in flight: the engine indexes two statements' text at once
+        # (a 4,575-chunk book: 6.4 s in one stream, 4.0 s in two, the same BM25 scores).
+        tasks = [asyncio.ensure_future(stream(n))
+                 for n in range(min(INSERT_STREAMS, len(starts)))]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return [i for start in starts for i in written[start]]
 
     def ids_free_statement(self, rows: Sequence[dict[str, Any]]) -> Statement:
         """Refuse (THROW :data:`IDS_TAKEN_MARK`) when a row's id is taken (by a chunk moved
