@@ -18,10 +18,10 @@ import hashlib
 import os
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from surrealdb import RecordID
 
@@ -36,11 +36,11 @@ from .store.chunks import IDS_TAKEN_MARK, Move
 from .store.connection import STALE_MARK, Statement
 from .store.documents import DocumentExistsError
 from .store.storage import Storage
+from .tasks import all_or_cancel
 
 __all__ = ["STATUSES", "FileResult", "IngestReport", "Ingestor", "ProgressCallback", "sha256"]
 
 ProgressCallback = Callable[[FileResult], None]
-T = TypeVar("T")
 # A document of at most this many chunks is written in one transaction (the full-text index
 # makes larger transactions slow; see Ingestor._write_new).
 SMALL_DOCUMENT_CHUNKS = 10
@@ -232,7 +232,7 @@ class Ingestor:
                 on_result(result)
             return result
 
-        return await _all_or_cancel([one(s) for s in sources])
+        return await all_or_cancel([one(s) for s in sources])
 
     async def _ingest_one(self, src: _Source, previous: dict[str, Any] | None, force: bool,
                           retry_failed: bool) -> FileResult:
@@ -510,26 +510,3 @@ def _size(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} bytes"
-
-
-async def _all_or_cancel(work: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
-    """Run coroutines concurrently; when one raises, cancel the others (so nothing keeps
-    writing after the call has failed) and raise its error."""
-    tasks = [asyncio.ensure_future(w) for w in work]
-    if not tasks:
-        return []
-    try:
-        _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-    if pending:
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-    for task in tasks:
-        if task.done() and not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
-    return [task.result() for task in tasks]
