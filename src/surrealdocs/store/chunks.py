@@ -46,7 +46,6 @@ from ..chunk import Chunk
 from ..config import Settings
 from ..errors import StoreError
 from ..filters import Filters
-from ..tasks import all_or_cancel
 from .conditions import filter_conditions
 from .connection import STALE_MARK, Statement, Store
 from .schema import hnsw_index_sql, vector_table_sql
@@ -190,18 +189,33 @@ class ChunkStorage:
         starts = range(0, len(rows), step)
         written: dict[int, list[RecordID]] = {}
         pending = iter(starts)  # shared by the streams: each group is taken once
+        failed = False
 
         async def stream(number: int) -> None:
+            nonlocal failed
             for start in pending:
-                group = await self._free_ids(rows[start:start + step])
-                beat = [heartbeat] if heartbeat and number == 0 else []
-                await self.store.run(*self.insert_statements(group), *beat)
+                if failed:
+                    return
+                try:
+                    group = await self._free_ids(rows[start:start + step])
+                    beat = [heartbeat] if heartbeat and number == 0 else []
+                    await self.store.run(*self.insert_statements(group), *beat)
+                except BaseException:
+                    failed = True
+                    raise
                 written[start] = [row["id"] for row in group]
 
         # Two round trips in flight: the engine indexes two statements' text at once
         # (4,575 chunks on mem://: 5.5 s in one stream, 3.6 s in two, the same BM25 scores;
-        # bench/fulltext_insert.py).
-        await all_or_cancel([stream(n) for n in range(min(INSERT_STREAMS, len(starts)))])
+        # bench/fulltext_insert.py). When one stream fails, the other finishes the round
+        # trip it has sent and stops: cancelling it would not stop the engine, whose
+        # statements could then land after the caller has discarded the document.
+        outcomes = await asyncio.gather(
+            *(stream(n) for n in range(min(INSERT_STREAMS, len(starts)))),
+            return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
         return [i for start in starts for i in written[start]]
 
     def ids_free_statement(self, rows: Sequence[dict[str, Any]]) -> Statement:
