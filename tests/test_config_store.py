@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from surrealdocs import (
     StoreError,
 )
 from surrealdocs.store import Names, connect, resolve_url, validate_identifier
+from surrealdocs.store.connection import release_freed_memory
 from surrealdocs.store.schema import SCHEMA_VERSION, ensure_schema
 
 SCHEMA_KEY = Names().schema_key
@@ -149,6 +152,34 @@ async def test_engine_refresh_keeps_data_and_holds_queries(tmp_path: Path) -> No
         assert [h.source for h in await kb.search("persistent", mode="vector")] == ["note://1"]
     async with await KnowledgeBase.open("mem://", model="hashing-64") as kb:
         assert await kb.store.refresh_engine() is False  # closing would lose the data
+
+
+def test_freed_memory_goes_back_to_the_system() -> None:
+    # What a reopen does after closing the engine: heap pages freed in the middle of the
+    # heap (which glibc keeps) are returned, so RSS falls.
+    status = Path("/proc/self/status")
+    name = ctypes.util.find_library("c")
+    if not status.exists() or name is None or not hasattr(ctypes.CDLL(name), "malloc_trim"):
+        pytest.skip("no glibc malloc_trim here")
+
+    def rss_mb() -> int:
+        return int(status.read_text().split("VmRSS:")[1].split()[0]) // 1024
+
+    libc = ctypes.CDLL(name)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+    blocks = [libc.malloc(4096) for _ in range(40_000)]  # 160 MB
+    for block in blocks:
+        libc.memset(block, 1, 4096)
+    kept = [*blocks[::64], blocks[-1]]  # pins the heap: free() alone cannot shrink it
+    for block in set(blocks) - set(kept):
+        libc.free(block)
+    freed = rss_mb()
+    assert release_freed_memory() is True
+    assert rss_mb() < freed - 100
+    for block in kept:
+        libc.free(block)
 
 
 async def test_engine_reopens_after_many_rows_written(tmp_path: Path) -> None:

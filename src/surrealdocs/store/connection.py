@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import ctypes.util
+import functools
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +29,32 @@ REMOTE_SCHEMES = {"ws", "wss", "http", "https"}
 # What a transaction THROWs when the state it was planned on changed before it ran (another
 # writer got there first): the caller plans again.
 STALE_MARK = "surrealdocs: the previous version changed meanwhile"
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None where the C library has none (musl, macOS)."""
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
+def release_freed_memory() -> bool:
+    """Hand the memory the process has freed back to the system, where glibc allows it.
+
+    Why: glibc keeps freed heap pages for reuse, so an embedded engine that has just been
+    closed (its memtables written out and freed) leaves the process's RSS where it was. With
+    a trim after each reopen, six ingest steps in one process ended at 200-700 MB of RSS
+    instead of 700-1,600 MB, at the same speed (bench/ingest_steps.py; BENCHMARKS.md).
+    Returns False where there is no ``malloc_trim``.
+    """
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
 
 
 @dataclass(frozen=True)
@@ -171,6 +200,7 @@ class Store:
             await self.client.close()
             await self.client.connect()
             await self.client.use(self.namespace, self.database)
+            release_freed_memory()  # the old engine's memtables, the opening's buffers
         finally:
             is_open.set()
         self._written = 0
