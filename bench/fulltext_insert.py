@@ -32,6 +32,21 @@ BOOK = ROOT.parent / "shared" / "data" / "documents" / "txt" / "book-war-and-pea
 QUERIES = ["prince andrew natasha", "war of 1812 napoleon moscow", "the old count rostov dinner"]
 
 
+async def insert_rows(db: Any, rows: list[dict[str, Any]], rows_per_insert: int,
+                      streams: int) -> None:
+    """``INSERT INTO chunks``, ``rows_per_insert`` rows a statement, ``streams`` at once."""
+    batches = iter([rows[i:i + rows_per_insert] for i in range(0, len(rows), rows_per_insert)])
+
+    async def stream() -> None:
+        for batch in batches:  # shared: each batch is taken once
+            raw: Any = await db.query_raw("INSERT INTO chunks $rows RETURN NONE;",
+                                          {"rows": batch})
+            if any(r.get("status") != "OK" for r in raw["result"]):
+                raise SystemExit(f"insert failed: {raw['result']}")
+
+    await asyncio.gather(*(stream() for _ in range(streams)))
+
+
 async def load(url: str, texts: list[str], rows_per_insert: int, streams: int,
                index: bool) -> tuple[float, list[list[float]]]:
     db: Any = AsyncSurreal(url)
@@ -45,17 +60,8 @@ async def load(url: str, texts: list[str], rows_per_insert: int, streams: int,
     rows = [{"id": RecordID("chunks", i), "document": RecordID("documents", "book"),
              "content": text, "chunk_index": i, "char_start": 0, "char_end": len(text),
              "word_count": len(text.split())} for i, text in enumerate(texts)]
-    batches = iter([rows[i:i + rows_per_insert] for i in range(0, len(rows), rows_per_insert)])
-
-    async def stream() -> None:
-        for batch in batches:  # shared: each batch is taken once
-            raw: Any = await db.query_raw("INSERT INTO chunks $rows RETURN NONE;",
-                                          {"rows": batch})
-            if any(r.get("status") != "OK" for r in raw["result"]):
-                raise SystemExit(f"insert failed: {raw['result']}")
-
     started = time.perf_counter()
-    await asyncio.gather(*(stream() for _ in range(streams)))
+    await insert_rows(db, rows, rows_per_insert, streams)
     seconds = time.perf_counter() - started
     scores: list[list[float]] = []
     if index:
