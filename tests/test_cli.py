@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
 
+import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from conftest import SAMPLES
+from surrealdocs import cli
 from surrealdocs.cli import app
 
 runner = CliRunner()
@@ -52,6 +56,21 @@ def test_ingest_search_stats_delete(tmp_path: Path) -> None:
     assert code == 0 and "deleted" in out
     code, out = run("stats", "--db", db, "--model", "hashing-64", "--json")
     assert json.loads(out)["documents"] == 4
+
+
+def test_a_terminal_is_told_the_store_is_opening(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # An open can take tens of seconds while the engine merges its files: say so.
+    db = str(tmp_path / "kb")
+    terminal = io.StringIO()
+    monkeypatch.setattr(cli, "err_console", Console(file=terminal, force_terminal=True))
+    code, out = run("stats", "--db", db, "--model", "hashing-64", "--json")
+    assert code == 0 and json.loads(out)["documents"] == 0
+    assert "opening the store" in terminal.getvalue()
+    piped = io.StringIO()
+    monkeypatch.setattr(cli, "err_console", Console(file=piped))  # not a terminal: silent
+    assert run("stats", "--db", db, "--model", "hashing-64", "--json")[0] == 0
+    assert piped.getvalue() == ""
 
 
 def test_failures_give_a_nonzero_exit_and_are_named(tmp_path: Path) -> None:

@@ -131,11 +131,24 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
+async def _open(settings: Settings) -> KnowledgeBase:
+    """Open the knowledge base; on a terminal a spinner says so meanwhile.
+
+    Why: after large writes the embedded engine merges the store's files when it next
+    opens, which took 32 s for a store of 57,000 chunks (BENCHMARKS.md, "Where the growth
+    comes from"); without a word the command would seem to hang.
+    """
+    if not err_console.is_terminal:
+        return await KnowledgeBase.open(settings=settings)
+    with err_console.status("opening the store"):
+        return await KnowledgeBase.open(settings=settings)
+
+
 def _with_kb(store: StoreOptions, work: Callable[[KnowledgeBase], Awaitable[T]],
              **settings: Any) -> T:
     """Open the knowledge base, do ``work`` with it, close it."""
     async def main() -> T:
-        async with await KnowledgeBase.open(settings=store.settings(**settings)) as kb:
+        async with await _open(store.settings(**settings)) as kb:
             return await work(kb)
 
     return _run(main)
