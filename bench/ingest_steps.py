@@ -16,22 +16,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ctypes
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 from surrealdb.connections.async_embedded import AsyncEmbeddedSurrealConnection
 
+from fulltext_growth import rss_mb  # type: ignore[import-not-found]
 from scale import corpus, grow, synthetic  # type: ignore[import-not-found]
 from surrealdocs import KnowledgeBase, Settings
-from surrealdocs.store.connection import Store
-
-
-def rss_mb() -> int:
-    status = Path("/proc/self/status").read_text()
-    return int(status.split("VmRSS:")[1].split()[0]) // 1024
+from surrealdocs.store.connection import Store, release_freed_memory
 
 
 async def main() -> None:
@@ -43,8 +37,6 @@ async def main() -> None:
     parser.add_argument("--trim", action="store_true",
                         help="after each step, ask glibc to give freed memory back "
                              "(malloc_trim) and print RSS after it")
-    parser.add_argument("--reopen-at-end", action="store_true",
-                        help="after the last step, reopen the engine once more (timed)")
     args = parser.parse_args()
     reopens: list[tuple[float, float, int, int]] = []
     refresh = Store.refresh_engine
@@ -84,16 +76,12 @@ async def main() -> None:
             trimmed = ""
             if args.trim:
                 rss = rss_mb()
-                ctypes.CDLL("libc.so.6").malloc_trim(0)
+                release_freed_memory()
                 trimmed = f" (trimmed {rss} -> {rss_mb()} MB)"
             times = ", ".join(f"{s:.2f} s ({c:.2f} closing) {a} -> {b} MB"
                               for s, c, a, b in reopens)
             print(f"{before:>12}  {report.chunks_written:>6}  {per_1k:>8.2f}  {rss_mb():>6}  "
                   + times + trimmed, flush=True)
-        if args.reopen_at_end:
-            started = time.perf_counter()
-            await kb.store.refresh_engine()
-            print(f"reopened at the end in {time.perf_counter() - started:.2f} s", flush=True)
     os._exit(0)  # the embedded engine can abort while the interpreter tears down
 
 

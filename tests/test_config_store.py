@@ -18,7 +18,7 @@ from surrealdocs import (
     StoreError,
 )
 from surrealdocs.store import Names, connect, resolve_url, validate_identifier
-from surrealdocs.store.connection import release_freed_memory
+from surrealdocs.store.connection import _malloc_trim, release_freed_memory
 from surrealdocs.store.schema import SCHEMA_VERSION, ensure_schema
 
 SCHEMA_KEY = Names().schema_key
@@ -158,14 +158,13 @@ def test_freed_memory_goes_back_to_the_system() -> None:
     # What a reopen does after closing the engine: heap pages freed in the middle of the
     # heap (which glibc keeps) are returned, so RSS falls.
     status = Path("/proc/self/status")
-    name = ctypes.util.find_library("c")
-    if not status.exists() or name is None or not hasattr(ctypes.CDLL(name), "malloc_trim"):
+    if not status.exists() or _malloc_trim() is None:
         pytest.skip("no glibc malloc_trim here")
 
     def rss_mb() -> int:
         return int(status.read_text().split("VmRSS:")[1].split()[0]) // 1024
 
-    libc = ctypes.CDLL(name)
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
     libc.malloc.restype = ctypes.c_void_p
     libc.free.argtypes = [ctypes.c_void_p]
     libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
