@@ -30,6 +30,7 @@ import surrealdocs.kreuzberg_surrealdb as alias
 from surrealdocs import (
     ConfigurationError,
     InvalidIdentifierError,
+    KnowledgeBase,
     SchemaMismatchError,
     StoreError,
 )
@@ -374,6 +375,32 @@ async def test_pipeline_without_embeddings(db: Any, tmp_path: Path) -> None:
     assert len(results) == 1 and "XYZ-123" in results[0]["content"]
     with pytest.raises(ConfigurationError, match="embed=True"):
         await pipeline.embed_query("anything")
+
+
+async def test_chunks_answer_to_token_count_too(db: Any, tmp_path: Path) -> None:
+    """kreuzberg-surrealdb's development versions and their integration tests read a chunk's
+    word count as ``token_count``; 0.1.1 calls it ``word_count``. Both are there, on new
+    tables and on tables made before the alias existed (schema 10)."""
+    text = "Deep learning is a subset of machine learning that uses neural networks."
+    pipeline = DocumentPipeline(db=db, embed=False)
+    await pipeline.setup_schema()
+    await pipeline.ingest_file(write(tmp_path / "a.txt", text))
+    (chunk,) = await pipeline.client.query("SELECT * FROM chunks ORDER BY chunk_index")
+    assert chunk["word_count"] == chunk["token_count"] == len(text.split())
+    await db.query("REMOVE FIELD token_count ON chunks;"
+                   " UPSERT surrealdocs_meta:schema SET version = 10;")
+    assert "token_count" not in (await rows(db, "SELECT * FROM chunks;"))[0]
+    again = DocumentPipeline(db=db, embed=False)
+    await again.ingest_file(write(tmp_path / "b.txt", "Reinforcement learning trains agents."))
+    found = await again.client.query(
+        "SELECT VALUE token_count FROM chunks WHERE token_count > 0 ORDER BY token_count")
+    assert found == [4, len(text.split())]
+    assert (await rows(db, "SELECT VALUE version FROM ONLY surrealdocs_meta:schema;")) == 11
+    # surrealdocs' own layout keeps a single name
+    async with await KnowledgeBase.open(str(tmp_path / "own"), model="hashing-64") as kb:
+        await kb.ingest_texts({"t://1": text})
+        (own,) = await kb.store.query("SELECT * FROM chunks;")
+        assert "token_count" not in own[0] and own[0]["word_count"] == len(text.split())
 
 
 @pytest.mark.parametrize(("asked", "most"), [(100, 25), (7, 7)])

@@ -18,6 +18,7 @@ from surrealdocs.embed import get_embedder
 from surrealdocs.embed.hashing import HashingEmbedder
 from surrealdocs.extract import Extracted, extract_bytes, extract_file
 from surrealdocs.store.names import Names
+from surrealdocs.store.schema import SCHEMA_VERSION
 
 GUIDE = """# Installation Guide
 
@@ -254,7 +255,7 @@ async def test_a_version_9_store_is_upgraded_and_keeps_its_hashes(tmp_path: Path
         (version, info, after) = await kb.store.query(
             "SELECT VALUE version FROM ONLY $k; INFO FOR TABLE chunks;"
             " SELECT VALUE text_hash FROM chunks;", {"k": Names().schema_key})
-        assert version == 10 and "context" in info["fields"]
+        assert version == SCHEMA_VERSION and "context" in info["fields"]
         assert after == before
         await kb.ingest([guide])
         hits = await kb.search("distribution apt-get", mode="text", limit=1)

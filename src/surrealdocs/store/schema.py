@@ -366,6 +366,15 @@ DEFINE FIELD OVERWRITE text_hash ON {C} TYPE string
 """
 
 
+def _v11(names: Names, settings: Settings, dimension: int) -> str:
+    # kreuzberg-surrealdb's development versions (and their integration tests) name a chunk's
+    # whitespace word count ``token_count``; 0.1.1 and 0.2.0 call it ``word_count``. The
+    # facade's chunks answer to both: a computed alias, nothing stored twice.
+    if not settings.chunked or settings.separate_vectors:
+        return ""
+    return f"DEFINE FIELD IF NOT EXISTS token_count ON {names.chunks} COMPUTED word_count;"
+
+
 def _surql_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
@@ -384,6 +393,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               " (vectors reused for unchanged text)", _v9, _v9_prepare),
     Migration(10, "chunks.context (heading path), in the text hash; documents.headings",
               _v10),
+    Migration(11, "chunks.token_count, an alias of word_count (kreuzberg-surrealdb layout)",
+              _v11),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
