@@ -23,6 +23,7 @@ import surrealdocs.ingest as ingest_module
 import surrealdocs.sync as sync_module
 from surrealdocs import ConfigurationError, KnowledgeBase, Settings
 from surrealdocs.embed.hashing import HashingEmbedder
+from surrealdocs.store.schema import SCHEMA_VERSION
 
 pytest_plugins = ["remote_engine"]
 
@@ -455,7 +456,7 @@ async def test_migration_9_hashes_the_chunks_of_an_older_store(tmp_path: Path) -
         (schema, hashes) = await kb.store.query(
             "SELECT VALUE version FROM ONLY $k; SELECT content, text_hash FROM chunks;",
             {"k": Names().schema_key})
-        assert schema == 10 and hashes
+        assert schema == SCHEMA_VERSION and hashes
         assert all(ingest_module.sha256(r["content"]) == r["text_hash"] for r in hashes)
         texts[3] = "A new third paragraph about voles."
         write(book, "\n\n".join(texts))
