@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import ctypes
 import ctypes.util
@@ -110,6 +111,10 @@ def resolve_url(db: str | None) -> str:
 
 
 # What SurrealKV keeps in its folder; a folder holding anything else is not a store.
+#: File stores this process opened with connect() and has not closed: the engine locks a
+#: store's folder, so a second open of one of these fails, and the error should say why.
+_OPEN_HERE: collections.Counter[str] = collections.Counter()
+
 _STORE_ENTRIES = {"LOCK", "manifest", "sstables", "vlog", "wal", "clog"}
 
 
@@ -320,6 +325,8 @@ class Store:
                              rows=joined.rows)
 
     async def close(self) -> None:
+        if self.owned and _OPEN_HERE[self.url] > 0:
+            _OPEN_HERE[self.url] -= 1
         await self.client.close()
 
     @classmethod
@@ -497,10 +504,17 @@ async def connect(settings: Settings | None = None) -> Store:
         hint = ""
         if "lock" in str(exc).lower():
             served = served_by(url)
-            hint = (f" (it is served by `surrealdocs serve` at {served}: use its HTTP API,"
-                    " or stop it)" if served else
-                    " (another process has this database open; close it or use a server URL)")
+            if _OPEN_HERE[url]:
+                hint = (" (this process has it open already: a KnowledgeBase, retriever or"
+                        " connection that was not closed; use that one, or close it first)")
+            elif served:
+                hint = (f" (it is served by `surrealdocs serve` at {served}: use its HTTP API,"
+                        " or stop it)")
+            else:
+                hint = " (another process has this database open; close it or use a server URL)"
         raise StoreError(f"cannot open {url}: {exc}{hint}") from exc
+    if scheme in FILE_SCHEMES:
+        _OPEN_HERE[url] += 1
     return Store(client=client, url=url, namespace=settings.namespace, database=settings.database,
                  names=names, owned=True, renew=sign_in if scheme in REMOTE_SCHEMES else None,
                  reopen_after=settings.engine_reopen_rows if scheme in FILE_SCHEMES else 0)
