@@ -136,6 +136,42 @@ async def test_langchain_sync_call_inside_a_running_loop(store: Path, langchain:
         retriever.close()
 
 
+def test_langchain_call_options_and_k(store: Path, langchain: Any) -> None:
+    """LangChain's conventions: ``k`` sets the number of results in the constructor and in
+    ``invoke``; any search option can be given per call; an unknown one is an error, never
+    silently ignored."""
+    retriever = langchain.SurrealDocsRetriever(settings=settings(store), k=2, mode="text")
+    try:
+        assert retriever.limit == 2 and len(retriever.invoke("BM25 ranking vectors")) == 2
+        assert len(retriever.invoke("BM25 ranking vectors", k=1)) == 1
+        assert len(retriever.invoke("BM25 ranking vectors", limit=3)) == 3
+        hybrid = retriever.invoke("BM25 ranking vectors", mode="hybrid")
+        check_documents(hybrid, "hybrid")
+        assert retriever.invoke("BM25")[0].metadata["mode"] == "text"  # the call's own only
+        adocs = asyncio.run(retriever.ainvoke("BM25 ranking vectors", k=1, per_document=True))
+        assert len(adocs) == 1
+        with pytest.raises(ConfigurationError, match="top_k"):
+            retriever.invoke("BM25", top_k=3)
+        with pytest.raises(ConfigurationError, match="k or limit"):
+            retriever.invoke("BM25", k=1, limit=2)
+    finally:
+        retriever.close()
+
+
+def test_langchain_retrievers_share_a_store(store: Path, langchain: Any) -> None:
+    """An embedded store opens once per process. Retrievers made from the same store and
+    settings share it (LangChain's standard tests make two and close neither); it closes
+    with the last of them."""
+    first = langchain.SurrealDocsRetriever(settings=settings(store), mode="text", k=1)
+    second = langchain.SurrealDocsRetriever(settings=settings(store), mode="vector", k=2)
+    assert len(first.invoke("BM25")) == 1 and len(second.invoke("BM25")) == 2
+    first.close()
+    assert len(second.invoke("vectors")) == 2  # still open for the other one
+    second.close()
+    with SyncKnowledgeBase(settings=settings(store)) as kb:  # the lock is released
+        assert kb.search("BM25", limit=1)
+
+
 def test_langchain_with_a_sync_knowledge_base(store: Path, langchain: Any) -> None:
     with SyncKnowledgeBase(settings=settings(store)) as kb:
         retriever = langchain.SurrealDocsRetriever(kb=kb, mode="text", limit=2)
@@ -212,6 +248,16 @@ def test_llamaindex_from_a_plain_script(store: Path, llamaindex: Any) -> None:
         assert [n.node.node_id for n in bundled] == [n.node.node_id for n in nodes]
         anodes = asyncio.run(retriever.aretrieve("BM25 ranking function"))
         assert [n.node.node_id for n in anodes] == [n.node.node_id for n in nodes]
+        # LlamaIndex's own name for the number of results
+        top2 = llamaindex.SurrealDocsRetriever(settings=settings(store), mode="text",
+                                               similarity_top_k=2)
+        try:
+            assert top2.options.limit == 2 and len(top2.retrieve("BM25 ranking vectors")) == 2
+        finally:
+            top2.close()
+        with pytest.raises(ConfigurationError, match="not both"):
+            llamaindex.SurrealDocsRetriever(settings=settings(store), similarity_top_k=2,
+                                            limit=3)
     finally:
         retriever.close()
 

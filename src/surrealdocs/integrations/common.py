@@ -95,8 +95,10 @@ class KnowledgeBaseRunner:
             raise ConfigurationError(
                 f"expected a KnowledgeBase or SyncKnowledgeBase, got {type(kb).__name__}")
         self._given = kb
-        self._db = db
-        self._settings = settings
+        self._key: Settings | None = None
+        if kb is None:
+            resolved = settings or Settings.from_env()
+            self._key = resolved.replace(db=db) if db is not None else resolved
         self._opened: SyncKnowledgeBase | None = None
         self._lock = threading.Lock()
 
@@ -108,7 +110,8 @@ class KnowledgeBaseRunner:
             return given, given.loop
         with self._lock:
             if self._opened is None:
-                self._opened = SyncKnowledgeBase(self._db, settings=self._settings)
+                assert self._key is not None
+                self._opened = _SHARED.acquire(self._key)
             return self._opened.kb, self._opened.loop
 
     def call(self, work: Work[T]) -> T:
@@ -154,7 +157,43 @@ class KnowledgeBaseRunner:
         with self._lock:
             opened, self._opened = self._opened, None
         if opened is not None:
-            opened.close()
+            assert self._key is not None
+            _SHARED.release(self._key)
+
+
+class _SharedKnowledgeBases:
+    """The knowledge bases that runners open from a store URL or settings: one per settings
+    in a process, shared by every runner that asks for it, closed when the last one closes.
+
+    An embedded file store can be open once per process (the engine locks its directory),
+    and frameworks make retrievers freely: LangChain's own tests build two over one store
+    and close neither. Retrievers with other settings for the same store still conflict,
+    and the store's error says so.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[Settings, tuple[SyncKnowledgeBase, int]] = {}
+
+    def acquire(self, settings: Settings) -> SyncKnowledgeBase:
+        with self._lock:  # opening under the lock: two first users must not both open it
+            kb, users = self._open.get(settings) or (None, 0)
+            if kb is None:
+                kb = SyncKnowledgeBase(settings=settings)
+            self._open[settings] = (kb, users + 1)
+            return kb
+
+    def release(self, settings: Settings) -> None:
+        with self._lock:
+            kb, users = self._open[settings]
+            if users > 1:
+                self._open[settings] = (kb, users - 1)
+                return
+            del self._open[settings]
+        kb.close()
+
+
+_SHARED = _SharedKnowledgeBases()
 
 
 _CLOSED = ("the event loop this knowledge base was opened on is closed (did an asyncio.run() "

@@ -27,9 +27,10 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import Field, PrivateAttr
+from pydantic import AliasChoices, Field, PrivateAttr
 
 from ..config import Settings
+from ..errors import ConfigurationError
 from ..kb import KnowledgeBase, SyncKnowledgeBase
 from ..results import Hit
 from .common import SEARCH_OPTIONS, KnowledgeBaseRunner, SearchOptions, hit_metadata
@@ -45,7 +46,11 @@ class SurrealDocsRetriever(BaseRetriever):
     :class:`~surrealdocs.SyncKnowledgeBase` you opened and will close), or ``db`` and/or
     ``settings`` to have the retriever open one on first use (:meth:`close` closes it).
     Every other field is a search option, with the meaning and default it has in
-    ``KnowledgeBase.search``.
+    ``KnowledgeBase.search``; ``k``, LangChain's usual name, is ``limit``. A call can change
+    any of them for itself: ``invoke(query, k=3, mode="text")``.
+
+    Retrievers that open the same store with the same settings share one knowledge base in
+    a process (an embedded store can be open once per process); it closes with the last.
 
     ``invoke`` works from plain scripts and from sync code inside a running event loop;
     ``ainvoke`` from any loop. A ``KnowledgeBase`` opened on the loop that calls ``invoke``
@@ -58,7 +63,7 @@ class SurrealDocsRetriever(BaseRetriever):
     settings: Settings | None = Field(default=None, exclude=True, repr=False)
 
     mode: str = "hybrid"
-    limit: int = 10
+    limit: int = Field(default=10, validation_alias=AliasChoices("limit", "k"))
     min_score: float | None = None
     source: str | None = None
     mime_type: str | list[str] | None = None
@@ -83,20 +88,32 @@ class SurrealDocsRetriever(BaseRetriever):
     def search_options(self) -> SearchOptions:
         return SearchOptions.of({name: getattr(self, name) for name in SEARCH_OPTIONS})
 
-    def _documents(self, hits: Sequence[Hit]) -> list[Document]:
+    def _documents(self, hits: Sequence[Hit], mode: str) -> list[Document]:
         return [Document(id=hit.chunk_id, page_content=hit.content,
-                         metadata=hit_metadata(hit, self.mode)) for hit in hits]
+                         metadata=hit_metadata(hit, mode)) for hit in hits]
+
+    def _options(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        """This retriever's search options with a call's own (``invoke(q, k=3)``)."""
+        overrides = {name: value for name, value in overrides.items() if name != "verbose"}
+        if "k" in overrides:
+            if "limit" in overrides:
+                raise ConfigurationError("give k or limit, not both")
+            overrides["limit"] = overrides.pop("k")
+        return SearchOptions.of({**self.search_options.kwargs(), **overrides}).kwargs()
 
     def _get_relevant_documents(self, query: str, *,
-                                run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        options = self.search_options.kwargs()
-        return self._documents(self._runner.call(lambda kb: kb.search(query, **options)))
+                                run_manager: CallbackManagerForRetrieverRun,
+                                **overrides: Any) -> list[Document]:
+        options = self._options(overrides)
+        return self._documents(self._runner.call(lambda kb: kb.search(query, **options)),
+                               options["mode"])
 
     async def _aget_relevant_documents(
-            self, query: str, *,
-            run_manager: AsyncCallbackManagerForRetrieverRun) -> list[Document]:
-        options = self.search_options.kwargs()
-        return self._documents(await self._runner.acall(lambda kb: kb.search(query, **options)))
+            self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+            **overrides: Any) -> list[Document]:
+        options = self._options(overrides)
+        hits = await self._runner.acall(lambda kb: kb.search(query, **options))
+        return self._documents(hits, options["mode"])
 
     def close(self) -> None:
         """Close the knowledge base the retriever opened (one you gave it stays open)."""

@@ -34,6 +34,7 @@ from llama_index.core.schema import (
 )
 
 from ..config import Settings
+from ..errors import ConfigurationError
 from ..kb import KnowledgeBase, SyncKnowledgeBase
 from ..results import Hit
 from .common import KnowledgeBaseRunner, SearchOptions, hit_metadata
@@ -53,7 +54,8 @@ class SurrealDocsRetriever(BaseRetriever):
     The keyword arguments ``search_options`` are those of ``KnowledgeBase.search`` (``mode``,
     ``limit``, ``min_score``, ``source``, ``mime_type``, ``notebook``, ``topics``,
     ``created_after``, ``created_before``, ``candidates``, ``fusion``, ``rrf_k``,
-    ``text_weight``, ``vector_weight``, ``per_document``), with the same defaults.
+    ``text_weight``, ``vector_weight``, ``per_document``), with the same defaults;
+    ``similarity_top_k``, LlamaIndex's usual name, is ``limit``.
 
     ``retrieve`` works from plain scripts and from sync code inside a running event loop;
     ``aretrieve`` from any loop. A ``KnowledgeBase`` opened on the loop that calls
@@ -66,6 +68,10 @@ class SurrealDocsRetriever(BaseRetriever):
                  db: str | None = None, settings: Settings | None = None,
                  callback_manager: CallbackManager | None = None, verbose: bool = False,
                  **search_options: Any) -> None:
+        if "similarity_top_k" in search_options:  # LlamaIndex's name for it
+            if "limit" in search_options:
+                raise ConfigurationError("give similarity_top_k or limit, not both")
+            search_options["limit"] = search_options.pop("similarity_top_k")
         self.options = SearchOptions.of(search_options)
         self._runner = KnowledgeBaseRunner(kb, db=db, settings=settings)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
