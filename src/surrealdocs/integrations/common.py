@@ -70,6 +70,18 @@ class SearchOptions:
 SEARCH_OPTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SearchOptions))
 
 
+def limit_alias(options: dict[str, Any], alias: str) -> dict[str, Any]:
+    """``options`` with a framework's own name for ``limit`` (``k``, ``similarity_top_k``)
+    read as ``limit``; both at once is an error."""
+    if alias not in options:
+        return options
+    if "limit" in options:
+        raise ConfigurationError(f"give {alias} or limit, not both")
+    renamed = {name: value for name, value in options.items() if name != alias}
+    renamed["limit"] = options[alias]
+    return renamed
+
+
 def hit_metadata(hit: Hit, mode: str) -> dict[str, Any]:
     """What a citation needs, from a hit: everything but its text, plus the search mode."""
     metadata = hit.to_dict()

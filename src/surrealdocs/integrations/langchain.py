@@ -30,10 +30,15 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import AliasChoices, Field, PrivateAttr
 
 from ..config import Settings
-from ..errors import ConfigurationError
 from ..kb import KnowledgeBase, SyncKnowledgeBase
 from ..results import Hit
-from .common import SEARCH_OPTIONS, KnowledgeBaseRunner, SearchOptions, hit_metadata
+from .common import (
+    SEARCH_OPTIONS,
+    KnowledgeBaseRunner,
+    SearchOptions,
+    hit_metadata,
+    limit_alias,
+)
 
 __all__ = ["SurrealDocsRetriever"]
 
@@ -94,11 +99,8 @@ class SurrealDocsRetriever(BaseRetriever):
 
     def _options(self, overrides: dict[str, Any]) -> dict[str, Any]:
         """This retriever's search options with a call's own (``invoke(q, k=3)``)."""
-        overrides = {name: value for name, value in overrides.items() if name != "verbose"}
-        if "k" in overrides:
-            if "limit" in overrides:
-                raise ConfigurationError("give k or limit, not both")
-            overrides["limit"] = overrides.pop("k")
+        overrides = limit_alias(
+            {name: value for name, value in overrides.items() if name != "verbose"}, "k")
         return SearchOptions.of({**self.search_options.kwargs(), **overrides}).kwargs()
 
     def _get_relevant_documents(self, query: str, *,

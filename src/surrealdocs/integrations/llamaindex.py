@@ -34,10 +34,9 @@ from llama_index.core.schema import (
 )
 
 from ..config import Settings
-from ..errors import ConfigurationError
 from ..kb import KnowledgeBase, SyncKnowledgeBase
 from ..results import Hit
-from .common import KnowledgeBaseRunner, SearchOptions, hit_metadata
+from .common import KnowledgeBaseRunner, SearchOptions, hit_metadata, limit_alias
 
 __all__ = ["SurrealDocsRetriever"]
 
@@ -68,11 +67,7 @@ class SurrealDocsRetriever(BaseRetriever):
                  db: str | None = None, settings: Settings | None = None,
                  callback_manager: CallbackManager | None = None, verbose: bool = False,
                  **search_options: Any) -> None:
-        if "similarity_top_k" in search_options:  # LlamaIndex's name for it
-            if "limit" in search_options:
-                raise ConfigurationError("give similarity_top_k or limit, not both")
-            search_options["limit"] = search_options.pop("similarity_top_k")
-        self.options = SearchOptions.of(search_options)
+        self.options = SearchOptions.of(limit_alias(search_options, "similarity_top_k"))
         self._runner = KnowledgeBaseRunner(kb, db=db, settings=settings)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 

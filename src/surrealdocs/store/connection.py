@@ -110,11 +110,11 @@ def resolve_url(db: str | None) -> str:
     )
 
 
-# What SurrealKV keeps in its folder; a folder holding anything else is not a store.
 #: File stores this process opened with connect() and has not closed: the engine locks a
 #: store's folder, so a second open of one of these fails, and the error should say why.
 _OPEN_HERE: collections.Counter[str] = collections.Counter()
 
+# What SurrealKV keeps in its folder; a folder holding anything else is not a store.
 _STORE_ENTRIES = {"LOCK", "manifest", "sstables", "vlog", "wal", "clog"}
 
 
