@@ -53,7 +53,7 @@ async def test_hybrid_fuses_both_legs(corpus: KnowledgeBase) -> None:
     assert Path(top.source).name == "volcano.md"
     assert top.text_rank == 1 and top.vector_rank == 1
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-    # the default fusion adds each leg's z-score over its candidates (here every match)
+    # the default fusion adds each leg's z-score over its 100 candidates
     text = [h.score for h in await corpus.search("volcano lava eruption", mode="text",
                                                   limit=100)]
     vector = [h.score for h in await corpus.search("volcano lava eruption", mode="vector",
