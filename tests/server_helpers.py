@@ -26,6 +26,9 @@ from surrealdocs import KnowledgeBase, Settings
 from surrealdocs.server import ServeConfig, create_app
 
 T = TypeVar("T")
+# what a browser on this machine sends as Host to a server on loopback (the server refuses
+# any other name: DNS rebinding)
+BASE_URL = "http://127.0.0.1:8000"
 
 
 class Server:
@@ -84,7 +87,7 @@ def serve(tmp_path: Path, *, db: str | None = None, settings: Settings | None = 
     settings = settings or settings_for(tmp_path, db)
     config.setdefault("key_cache_seconds", 0.0)
     app = create_app(ServeConfig(settings=settings, **config))
-    with TestClient(app) as client:
+    with TestClient(app, base_url=BASE_URL) as client:
         server = Server(client, Path(settings.uploads_dir or ""))
         if wait:
             wait_ready(client)

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import pytest
 
 from conftest import SAMPLES
-from server_helpers import Server, TestClient, assert_error, serve, settings_for
+from server_helpers import BASE_URL, Server, TestClient, assert_error, serve, settings_for
 from surrealdocs import KnowledgeBase
 from surrealdocs.server import ServeConfig, create_app
 from surrealdocs.server.state import ServerState
@@ -89,8 +89,8 @@ def test_not_ready_until_open_and_failed_open(tmp_path: Path) -> None:
         pass  # makes the store, bound to hashing-64
     fatal: list[str] = []
     settings = settings_for(tmp_path, db).replace(model="hashing-32")
-    with TestClient(create_app(ServeConfig(settings=settings),
-                               on_fatal=fatal.append)) as client:
+    with TestClient(create_app(ServeConfig(settings=settings), on_fatal=fatal.append),
+                    base_url=BASE_URL) as client:
         for _ in range(200):
             ready = client.get("/v1/ready")
             if ready.json()["state"] == "failed":
@@ -120,7 +120,8 @@ async def _drain(kb: Any, queue: Any) -> list[Any]:
 def test_a_documents_only_store_is_not_served(tmp_path: Path) -> None:
     fatal: list[str] = []
     settings = settings_for(tmp_path).replace(chunked=False)
-    with TestClient(create_app(ServeConfig(settings=settings), on_fatal=fatal.append)) as c:
+    with TestClient(create_app(ServeConfig(settings=settings), on_fatal=fatal.append),
+                    base_url=BASE_URL) as c:
         for _ in range(200):
             if c.get("/v1/ready").json()["state"] == "failed":
                 break
@@ -550,7 +551,7 @@ def test_off_loopback_every_request_needs_a_key(tmp_path: Path) -> None:
     fatal: list[str] = []
     config = ServeConfig(settings=settings_for(tmp_path, db), host="0.0.0.0",
                          key_cache_seconds=0)
-    with TestClient(create_app(config, on_fatal=fatal.append)) as client:
+    with TestClient(create_app(config, on_fatal=fatal.append), base_url=BASE_URL) as client:
         for _ in range(200):
             if client.get("/v1/ready").json()["state"] == "failed":
                 break

@@ -15,6 +15,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -24,7 +25,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as escape_markup
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -115,6 +116,22 @@ def store_options(command: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
+def escape(text: str) -> str:
+    """``text`` for the terminal: rich markup escaped, and control and bidirectional
+    characters (which a file name may hold) shown as escapes instead of acting on the
+    terminal: ``\\x1b``, ``\\u202e``. Line breaks and tabs stay."""
+    return escape_markup(_CONTROLS.sub(_escape_char, text))
+
+
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                       "\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def _run(work: Callable[[], Awaitable[T]]) -> T:
     """Run a command's coroutine; a surrealdocs error becomes its message and exit code 2."""
     async def main() -> T:
@@ -162,7 +179,8 @@ def _print_json(value: Any) -> None:
 @app.command()
 @store_options
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Files and directories to ingest")],
+    paths: Annotated[list[Path], typer.Argument(
+        help="Files and directories to ingest", readable=False)],
     glob: Annotated[str, typer.Option(help="Pattern for files inside directories")] = "**/*",
     force: Annotated[bool, typer.Option(help="Re-extract files even if unchanged")] = False,
     retry_failed: Annotated[bool, typer.Option(
@@ -266,7 +284,7 @@ _SHOWN_CHANGES = 200
 @app.command("sync")
 @store_options
 def sync_command(
-    paths: Annotated[list[Path], typer.Argument(help="Folders to mirror")],
+    paths: Annotated[list[Path], typer.Argument(help="Folders to mirror", readable=False)],
     glob: Annotated[str, typer.Option(help="Pattern for files inside the folders")] = "**/*",
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the plan and change nothing")] = False,
@@ -571,7 +589,8 @@ def notebook_delete(
 @store_options
 def add(
     notebook: Annotated[str, typer.Argument(help="Notebook name or id")],
-    paths: Annotated[list[Path], typer.Argument(help="Files and directories to add")],
+    paths: Annotated[list[Path], typer.Argument(
+        help="Files and directories to add", readable=False)],
     glob: Annotated[str, typer.Option(help="Pattern for files inside directories")] = "**/*",
     topic: Annotated[list[str] | None, typer.Option(
         "--topic", help="Topic to tag the sources with (repeatable)")] = None,
@@ -721,6 +740,9 @@ def serve(
     cors_origin: Annotated[list[str] | None, typer.Option(
         "--cors-origin", help="An origin whose pages may call the API, e.g."
                               " https://app.example.com (repeatable; none by default)")] = None,
+    allowed_host: Annotated[list[str] | None, typer.Option(
+        "--allowed-host", help="A name the Host header may carry besides the address listened"
+                               " on and loopback names, such as a proxy's (repeatable)")] = None,
     max_file_size: Annotated[str, typer.Option(
         help="Largest uploaded file (e.g. 100MB, 1GiB)")] = "100MB",
     max_request_size: Annotated[str, typer.Option(
@@ -755,7 +777,7 @@ def serve(
         config = ServeConfig(
             settings=store.settings(uploads_dir=str(uploads_dir) if uploads_dir else None),
             host=host, port=port, cors_origins=tuple(cors_origin or ()),
-            max_file_bytes=parse_size(max_file_size),
+            allowed_hosts=tuple(allowed_host or ()), max_file_bytes=parse_size(max_file_size),
             max_request_bytes=parse_size(max_request_size), max_files=max_files,
             mcp_allow_writes=mcp_allow_writes, mcp_max_chars=mcp_max_chars)
     except SurrealDocsError as exc:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import re
 import secrets
 import shutil
 import time
@@ -36,10 +38,16 @@ from .store.connection import FILE_SCHEMES, resolve_url
 if TYPE_CHECKING:
     from .kb import KnowledgeBase
 
+log = logging.getLogger("surrealdocs.uploads")
+
 INGEST = "ingest"
 # how long an upload folder no queued job refers to is kept on a shared store (another
 # process may be about to queue its job); on an embedded store nobody else can
 ORPHAN_SECONDS = 3600
+# An upload folder is one that this module made: a name of this shape *and* this marker file
+# inside. Nothing else under the uploads directory is ever removed (it may be a user's folder).
+FOLDER_NAME = re.compile(r"^\d{9,12}-[0-9a-f]{16}$")
+MARKER = ".surrealdocs-upload"
 
 
 def uploads_dir(settings: Settings) -> Path:
@@ -47,10 +55,41 @@ def uploads_dir(settings: Settings) -> Path:
     to a file store (``<store path>.uploads``), else ``./.surrealdocs/uploads``."""
     if settings.uploads_dir:
         return Path(settings.uploads_dir).expanduser().resolve()
-    url = resolve_url(settings.db)
-    if urlparse(url).scheme in FILE_SCHEMES:
-        return Path(url.split("://", 1)[1] + ".uploads")
+    store = store_folder(settings)
+    if store is not None:
+        return store.with_name(store.name + ".uploads")
     return (DEFAULT_DIR / "uploads").resolve()
+
+
+def store_folder(settings: Settings) -> Path | None:
+    """The folder of a file store (``None`` for memory and remote stores)."""
+    url = resolve_url(settings.db)
+    if urlparse(url).scheme not in FILE_SCHEMES:
+        return None
+    return Path(url.split("://", 1)[1]).expanduser().resolve()
+
+
+def check_uploads_dir(settings: Settings) -> Path:
+    """The uploads directory, refused when it holds the store or lies inside it (an upload
+    folder there could be taken for the store's files, or the store's for an upload's)."""
+    root = uploads_dir(settings)
+    store = store_folder(settings)
+    if store is not None and (store == root or store.is_relative_to(root)
+                              or root.is_relative_to(store)):
+        where = "is the store's folder" if store == root else (
+            "holds the store" if store.is_relative_to(root) else "lies inside the store")
+        raise ConfigurationError(
+            f"the uploads directory {root} {where} ({store}): choose a folder of its own"
+            " (--uploads-dir, SURREALDOCS_UPLOADS_DIR), or leave it unset for"
+            f" {store.name}.uploads next to the store")
+    return root
+
+
+def is_upload_folder(folder: Path) -> bool:
+    """Whether ``folder`` is one that :meth:`IngestJobs.new_folder` made (name and marker;
+    never a link)."""
+    return (FOLDER_NAME.match(folder.name) is not None and not folder.is_symlink()
+            and folder.is_dir() and (folder / MARKER).is_file())
 
 
 class IngestJobs:
@@ -62,10 +101,13 @@ class IngestJobs:
         kb.jobs.register(INGEST, self._run)
 
     def new_folder(self) -> Path:
-        """A fresh folder under the uploads directory for the files of one job."""
+        """A fresh folder under the uploads directory for the files of one job, marked as
+        the server's own (:func:`is_upload_folder`)."""
+        check_uploads_dir(self.kb.settings)
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         folder = self.root / f"{int(time.time())}-{secrets.token_hex(8)}"
         folder.mkdir(mode=0o700)
+        (folder / MARKER).write_bytes(b"")
         return folder
 
     async def submit(self, files: Sequence[tuple[str, str | Path]], *,
@@ -123,7 +165,9 @@ class IngestJobs:
 
     async def sweep(self) -> int:
         """Remove the upload folders that no queued or running ingest job refers to (an
-        upload that was cut off, a job that was deleted). Returns how many."""
+        upload that was cut off, a job that was deleted). Returns how many. Only folders
+        that :meth:`new_folder` made are candidates: anything else is left alone."""
+        check_uploads_dir(self.kb.settings)
         if not self.root.is_dir():
             return 0
         waiting = {str((j.payload or {}).get("folder"))
@@ -133,9 +177,10 @@ class IngestJobs:
         oldest = time.time() - (0 if exclusive else ORPHAN_SECONDS)
         removed = 0
         for folder in self.root.iterdir():
-            if folder.is_dir() and folder.name not in waiting and \
+            if is_upload_folder(folder) and folder.name not in waiting and \
                     folder.stat().st_mtime <= oldest:
                 await asyncio.to_thread(shutil.rmtree, folder, True)
+                log.info("removed the upload folder %s: no job waits for its files", folder)
                 removed += 1
         return removed
 
@@ -211,7 +256,7 @@ class IngestJobs:
                 "notebook": notebook, "topics": topics}
 
     def _remove(self, folder: Path | None) -> None:
-        if folder is not None and folder.parent == self.root:
+        if folder is not None and folder.parent == self.root and is_upload_folder(folder):
             shutil.rmtree(folder, ignore_errors=True)
 
 

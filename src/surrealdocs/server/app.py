@@ -21,7 +21,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from .config import ServeConfig
+from .disconnect import CancelOnDisconnect
 from .errors import error_response, install
+from .guard import RequestGuard, accepted_hosts
 from .mcp import McpEndpoint
 from .routes import router
 from .state import ServerState
@@ -73,6 +75,7 @@ def create_app(config: ServeConfig | None = None, *,
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.mount("/mcp", mcp, name="mcp")
     app.add_middleware(BodyLimit, limit=config.max_request_bytes)
+    app.add_middleware(CancelOnDisconnect)
     app.add_middleware(PageHeaders)
     if config.cors_origins:
         app.add_middleware(
@@ -80,6 +83,8 @@ def create_app(config: ServeConfig | None = None, *,
             allow_methods=["GET", "POST", "PUT", "DELETE"],
             allow_headers=["Authorization", "X-API-Key", "Content-Type"],
             expose_headers=["Location"], max_age=600)
+    app.add_middleware(RequestGuard, hosts=accepted_hosts(config.host, config.allowed_hosts),
+                       cors_origins=config.cors_origins)
     return app
 
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..config import Settings
 from ..errors import ConfigurationError
+from ..ingest_jobs import check_uploads_dir
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
@@ -31,14 +34,21 @@ def parse_size(text: str | int) -> int:
 
 
 def is_loopback(host: str) -> bool:
-    """Whether binding ``host`` only reaches this machine."""
+    """Whether binding ``host`` only reaches this machine: an address, or a name every one
+    of whose addresses is a loopback address (a name that resolves to nothing is not)."""
     name = host.strip().strip("[]").lower()
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
     try:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
+        pass
+    if not name:
         return False
+    try:
+        found = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return False
+    addresses = {str(info[4][0]).split("%", 1)[0] for info in found}
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
 
 
 @dataclass(frozen=True)
@@ -48,12 +58,15 @@ class ServeConfig:
     ``max_file_bytes`` bounds one uploaded file, ``max_request_bytes`` one request's body
     (all its files together, or a JSON body), ``max_files`` the files of one upload.
     ``cors_origins`` lists the origins whose pages may call the API (none by default).
+    ``allowed_hosts`` are names the ``Host`` header may carry besides the bound address and
+    loopback names, for a proxy in front (``*``: any; see :mod:`surrealdocs.server.guard`).
     """
 
     settings: Settings = field(default_factory=Settings.from_env)
     host: str = "127.0.0.1"
     port: int = 8000
     cors_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
     max_file_bytes: int = 100 * 1000**2
     max_request_bytes: int = 500 * 1000**2
     max_files: int = 1000
@@ -74,11 +87,18 @@ class ServeConfig:
                 f"mcp_max_chars must be an integer of at least 1000, got {self.mcp_max_chars!r}")
         if not 0 <= self.port <= 65535:
             raise ConfigurationError(f"port must be from 0 to 65535, got {self.port}")
+        if self.settings.chunked:
+            check_uploads_dir(self.settings)
         for origin in self.cors_origins:
             if origin != "*" and not re.match(r"^https?://[^/\s]+$", origin):
                 raise ConfigurationError(
                     f"a CORS origin is scheme://host[:port] (or *), got {origin!r}")
 
-    @property
+        for name in self.allowed_hosts:
+            if not isinstance(name, str) or not re.match(r"^(\*|[^/\s@]+)$", name):
+                raise ConfigurationError(f"an allowed host is a name or address (or *), got"
+                                         f" {name!r}")
+
+    @cached_property
     def loopback(self) -> bool:
         return is_loopback(self.host)
