@@ -3,8 +3,11 @@ traceback, never a store made where it should not be."""
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -48,6 +51,9 @@ COMMANDS: list[tuple[str, list[str], str]] = [
     ("search unknown notebook", ["search", "x", "--notebook", "Nope"], "no notebook"),
     ("search empty source glob", ["search", "x", "--source", ""], "source"),
     ("search nan min score", ["search", "x", "--min-score", "nan"], "min_score"),
+    ("search huge limit", ["search", "x", "--limit", "99999999999999999999"], "limit"),
+    ("search huge candidates", ["search", "x", "--candidates", "99999999999999999999"],
+     "candidates"),
     ("ingest empty glob", ["ingest", str(SAMPLES), "--glob", ""], "glob"),
     ("ingest absolute glob", ["ingest", str(SAMPLES), "--glob", "/etc/*"], "glob"),
     ("ingest glob up", ["ingest", str(SAMPLES), "--glob", "../*"], "glob"),
@@ -82,7 +88,9 @@ STORE_COMMANDS = [["stats"], ["search", "x"], ["ingest", str(SAMPLES / "bm25.txt
 
 
 @pytest.mark.parametrize("command", STORE_COMMANDS, ids=[" ".join(c[:2]) for c in STORE_COMMANDS])
-def test_bad_store_options_on_every_command(command: list[str], tmp_path: Path) -> None:
+def test_bad_store_options_on_every_command(command: list[str], tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    closed_folder(tmp_path / "closed", monkeypatch)
     papers = tmp_path / "papers"
     shutil.copytree(SAMPLES, papers)
     before = sorted(p.name for p in papers.iterdir())
@@ -93,6 +101,8 @@ def test_bad_store_options_on_every_command(command: list[str], tmp_path: Path) 
         str(papers): "folder of other files",
         str(papers / "bm25.txt"): "is a file",
         "ftp://example.com": "unsupported database URL",
+        str(papers / "bm25.txt" / "db"): "is a file, not a folder",
+        str(tmp_path / "closed" / "db"): "Permission denied",
     }
     for bad, expected in bad_dbs.items():
         output = run_bad([*command, "--db", bad, "--model", "hashing-64"])
@@ -106,6 +116,25 @@ def test_bad_store_options_on_every_command(command: list[str], tmp_path: Path) 
         name = next(iter(env))
         output = run_bad([*command, "--db", db, "--model", "hashing-64"], env=env)
         assert name in output, output
+
+
+def closed_folder(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder the user cannot enter, as for a user without permission: made by refusing
+    the calls that go through it, so that it works as root (whom permissions do not stop)."""
+    folder.mkdir()
+    folder.chmod(0)
+    real = {name: getattr(os, name) for name in ("stat", "lstat", "mkdir", "scandir")}
+
+    def refusing(name: str) -> Any:
+        def call(path: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(path, (str, os.PathLike)) and \
+                    str(os.fspath(path)).startswith(str(folder) + os.sep):
+                raise PermissionError(errno.EACCES, "Permission denied", str(path))
+            return real[name](path, *args, **kwargs)
+        return call
+
+    for name in real:
+        monkeypatch.setattr(os, name, refusing(name))
 
 
 def test_reembed_and_eval_errors(tmp_path: Path) -> None:
@@ -132,3 +161,44 @@ def test_markup_and_emoji_in_names_are_printed_as_they_are(db: str, tmp_path: Pa
                                  "--model", "hashing-64"], env={"COLUMNS": "300"})
     out = result.output
     assert ":smile:" in out and "[red]file.md" in out and "😄" not in out, out
+
+
+def test_control_characters_in_names_are_escaped(db: str, tmp_path: Path) -> None:
+    f = tmp_path / "evil\x1b[2Jname\u202etxt.md"
+    f.write_text("# Bidi\n\nA file whose name would clear the terminal and reverse text.")
+    result = runner.invoke(app, ["ingest", str(f), "--db", db, "--model", "hashing-64"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["search", "reverse terminal", "--mode", "text", "--db", db,
+                                 "--model", "hashing-64"], env={"COLUMNS": "300"})
+    for out in (result.output, runner.invoke(app, ["delete", str(f), "--db", db,
+                                                   "--model", "hashing-64"]).output):
+        assert "\x1b" not in out and "\u202e" not in out, repr(out)
+        assert "\\x1b[2Jname" in out, out  # shown, escaped
+
+
+def test_an_unreadable_file_argument_fails_alone(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    good, locked = tmp_path / "good.md", tmp_path / "locked.md"
+    good.write_text("# Good\n\nAbout kingfishers.")
+    locked.write_text("# Locked\n\nAbout herons.")
+    locked.chmod(0)
+    real_open, real_access = os.open, os.access
+
+    def os_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if Path(path) == locked:  # as for a user without permission, root included
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    def access(path: Any, mode: int, *args: Any, **kwargs: Any) -> bool:
+        return False if Path(path) == locked else real_access(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", os_open)
+    monkeypatch.setattr(os, "access", access)
+    for command in (["ingest"], ["add", "Birds"]):
+        result = runner.invoke(app, [*command, str(good), str(locked), "--db",
+                                     str(tmp_path / "kb"), "--model", "hashing-64"])
+        assert result.exit_code == 1, result.output  # a file failed; the rest landed
+        assert "Permission denied" in result.output and "Traceback" not in result.output
+    result = runner.invoke(app, ["search", "kingfishers", "--db", str(tmp_path / "kb"),
+                                 "--model", "hashing-64", "--mode", "text"])
+    assert "good.md" in result.output

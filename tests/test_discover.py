@@ -200,3 +200,69 @@ def test_glob_agrees_with_pathlib(tmp_path: Path) -> None:
         ours, _ = discover([tmp_path], glob)
         theirs = sorted(p.resolve() for p in tmp_path.glob(glob) if p.is_file())
         assert ours == theirs, glob
+
+
+# ----- a link swapped in between discovery and the read --------------------------------
+def swap_for_link(path: Path, target: Path) -> None:
+    path.unlink() if not path.is_dir() else os.rename(path, path.with_name(path.name + ".old"))
+    path.symlink_to(target)
+
+
+@pytest.fixture
+def swapped(tmp_path: Path) -> dict[str, Path]:
+    folder, outside = tmp_path / "folder", tmp_path / "outside"
+    write(folder / "a.md", "# A\n\nAbout avocets.")
+    write(folder / "sub" / "b.md", "# B\n\nAbout bitterns.")
+    write(folder / "c.md", "# C\n\nAbout cormorants.")
+    write(outside / "secret.md", "# Secret\n\nThe passwords are here.")
+    write(outside / "sub" / "b.md", "# Also secret\n\nMore passwords.")
+    return {"folder": folder, "outside": outside}
+
+
+async def test_a_file_swapped_for_a_link_after_discovery_is_not_read(
+        kb: KnowledgeBase, swapped: dict[str, Path]) -> None:
+    folder, outside = swapped["folder"], swapped["outside"]
+
+    def swap(_: int) -> None:  # called after discovery, before any file is read
+        swap_for_link(folder / "a.md", outside / "secret.md")
+        swap_for_link(folder / "sub", outside / "sub")
+
+    report = await kb.ingest([folder], on_discovered=swap)
+    by_name = {Path(r.source).name: r for r in report.results}
+    assert by_name["c.md"].status == "ingested"
+    assert by_name["a.md"].status == by_name["b.md"].status == "failed", report.results
+    assert "symbolic link" in (by_name["a.md"].reason or "")
+    assert "link" in (by_name["b.md"].reason or "")
+    assert await kb.search("passwords", mode="text") == []
+    assert len(await kb.search("cormorants", mode="text")) == 1
+
+
+async def test_sync_does_not_read_a_link_swapped_in(kb: KnowledgeBase,
+                                                    swapped: dict[str, Path]) -> None:
+    folder, outside = swapped["folder"], swapped["outside"]
+    assert (await kb.sync([folder])).counts["ingested"] == 3
+    write(folder / "a.md", "# A\n\nAbout avocets, edited.")
+    os.utime(folder / "a.md", (1, 1))
+
+    def swap(_: int) -> None:
+        swap_for_link(folder / "a.md", outside / "secret.md")
+
+    report = await kb.sync([folder], on_discovered=swap)
+    assert [r.status for r in report.results if Path(r.source).name == "a.md"] == ["failed"]
+    assert await kb.search("passwords", mode="text") == []
+
+
+def test_open_found_refuses_what_discovery_did_not_see(swapped: dict[str, Path]) -> None:
+    from surrealdocs.discover import ReplacedFile, read_found
+
+    folder, outside = swapped["folder"], swapped["outside"]
+    (found,), _ = discover([folder / "a.md"])
+    assert read_found(found, 10_000)[1] == b"# A\n\nAbout avocets."
+    assert read_found(found, 5)[1] is None  # over the limit: not read
+    swap_for_link(found, outside / "secret.md")
+    with pytest.raises(ReplacedFile, match="symbolic link"):
+        read_found(found, 10_000)
+    found.unlink()
+    os.mkfifo(found)  # never opened for a read that would wait
+    with pytest.raises(ReplacedFile, match="regular file"):
+        read_found(found, 10_000)

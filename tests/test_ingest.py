@@ -220,14 +220,14 @@ async def test_bad_input_is_reported_and_the_rest_lands(kb: KnowledgeBase, tmp_p
     unreadable = write(tmp_path / "locked.md", "# Locked\n\nYou cannot read me.")
     empty = write(tmp_path / "empty.txt", "")
     if os.geteuid() == 0:  # root reads anything: make this one path fail as EACCES would
-        real_read = Path.read_bytes
+        real_open = os.open
 
-        def read_bytes(self: Path) -> bytes:
-            if self == unreadable.resolve():
-                raise PermissionError(13, "Permission denied", str(self))
-            return real_read(self)
+        def os_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+            if Path(path) == unreadable.resolve():
+                raise PermissionError(13, "Permission denied", str(path))
+            return real_open(path, flags, *args, **kwargs)
 
-        monkeypatch.setattr(Path, "read_bytes", read_bytes)
+        monkeypatch.setattr(os, "open", os_open)
     else:
         unreadable.chmod(0)
     missing = tmp_path / "missing.pdf"

@@ -244,3 +244,62 @@ def _name_regex(part: str) -> str:
             out += re.escape(ch)
         i += 1
     return out
+
+
+class ReplacedFile(OSError):
+    """The path no longer names the file that was found there (a link swapped in)."""
+
+
+def open_found(path: Path) -> int:
+    """Open a found file (an absolute path without links) for reading, without following a
+    link that was put in its place since, and check that what was opened is that path: a
+    file swapped for a link (or a folder on its way swapped for a link to elsewhere) is
+    refused with :class:`ReplacedFile`, never read. Returns the descriptor."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
+        | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ReplacedFile(errno.ELOOP, "replaced by a symbolic link after it was found:"
+                               " not read", str(path)) from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ReplacedFile(errno.EINVAL, f"no longer a regular file ({_kind(info.st_mode)})"
+                               ": not read", str(path))
+        if _opened_path(fd, path) != os.path.abspath(path):
+            raise ReplacedFile(errno.EXDEV, "a folder on its path was replaced by a link after"
+                               " it was found: not read", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _opened_path(fd: int, path: Path) -> str:
+    """The path of what ``fd`` is open on (``/proc`` on Linux; elsewhere the path's own
+    real path, checked to be the same file)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        real = os.path.realpath(path)
+        same = os.path.samestat(os.fstat(fd), os.stat(real))
+        return real if same else ""
+
+
+def read_found(path: Path, max_bytes: int) -> tuple[os.stat_result, bytes | None]:
+    """A found file's status and bytes, read through :func:`open_found` (``None`` for the
+    bytes when the file is over ``max_bytes``: it is not read)."""
+    fd = open_found(path)
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if info.st_size > max_bytes:
+            return info, None
+        return info, f.read(max_bytes + 1)
+
+
+def os_reason(exc: OSError) -> str:
+    """A short reason for an error of the operating system, for a person."""
+    return _os_reason(exc)

@@ -27,7 +27,7 @@ from surrealdb import RecordID
 
 from .chunk import Chunk, assign_context, assign_pages, fit_to_window
 from .config import Settings
-from .discover import discover
+from .discover import discover, os_reason, read_found
 from .embed import EmbeddingRunner, token_window
 from .errors import ConfigurationError, StoreError
 from .extract import Extracted, ExtractFailure, extract_bytes, extract_file
@@ -151,7 +151,8 @@ class Ingestor:
             if key in seen:
                 raise ConfigurationError(f"source {key!r} appears twice in one batch")
             seen.add(key)
-            sources.append(_Source(key=key, path=Path(path)))
+            # resolved now, as a path the caller named; read later without following links
+            sources.append(_Source(key=key, path=Path(path).expanduser().resolve()))
         report = IngestReport(results=await self._run(sources, force, retry_failed, on_result))
         report.index_rebuilt = await self.rebuild_if_due()
         report.seconds = time.perf_counter() - started
@@ -241,15 +242,14 @@ class Ingestor:
             if src.data is None:
                 assert src.path is not None
                 try:
-                    # before reading: a change made while it is read gives a newer time
-                    info = await asyncio.to_thread(src.path.stat)
-                    if info.st_size > limit:
-                        return FileResult(src.key, "failed",
-                                          reason=_too_large(info.st_size, limit))
-                    src.mtime_ns = recorded_mtime(info)
-                    src.data = await asyncio.to_thread(src.path.read_bytes)
+                    # the status is taken before reading: a change made while it is read
+                    # gives a newer time
+                    info, src.data = await asyncio.to_thread(read_found, src.path, limit)
                 except OSError as exc:
-                    return FileResult(src.key, "failed", reason=f"cannot read: {exc.strerror}")
+                    return FileResult(src.key, "failed", reason=f"cannot read: {os_reason(exc)}")
+                if src.data is None:
+                    return FileResult(src.key, "failed", reason=_too_large(info.st_size, limit))
+                src.mtime_ns = recorded_mtime(info)
             if len(src.data) > limit:
                 return FileResult(src.key, "failed", reason=_too_large(len(src.data), limit))
             file_hash = sha256(src.data)

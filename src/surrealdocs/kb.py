@@ -51,6 +51,8 @@ from .store.storage import Storage
 from .sync import Syncer, check_glob
 
 T = TypeVar("T")
+# the furthest a page of documents may start
+MAX_OFFSET = 10**12
 
 class KnowledgeBase:
     """Documents, chunks and vectors in one SurrealDB store, searchable three ways.
@@ -365,8 +367,10 @@ class KnowledgeBase:
     async def documents(self, *, offset: int = 0, limit: int = 50,
                         notebook: Notebook | Any = None) -> list[Document]:
         """Stored documents, oldest first, a page at a time (without their text)."""
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ConfigurationError(f"offset must be an integer >= 0, got {offset!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) \
+                or not 0 <= offset <= MAX_OFFSET:
+            raise ConfigurationError(
+                f"offset must be an integer from 0 to {MAX_OFFSET}, got {offset!r}")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise ConfigurationError(f"limit must be an integer from 1 to 10000, got {limit!r}")
         nb = None if notebook is None else await self.notebooks.resolve(notebook)
@@ -474,8 +478,7 @@ class KnowledgeBase:
     async def _document_id(self, ref: Any) -> Any:
         documents = self.storage.documents
         if isinstance(ref, str) and not ref.startswith(documents.table + ":"):
-            for source in (ref, *([str(Path(ref).expanduser().resolve())]
-                                  if "://" not in ref else [])):
+            for source in (ref, *(_as_path(ref) if "://" not in ref else [])):
                 by_source = await documents.of_source(source)
                 if by_source is not None:
                     return by_source
@@ -597,3 +600,12 @@ class SyncKnowledgeBase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _as_path(ref: str) -> list[str]:
+    """A document reference read as a path on this machine (``~`` expanded, made
+    absolute), or nothing when it cannot be one (a NUL, an unknown user's ``~``)."""
+    try:
+        return [str(Path(ref).expanduser().resolve())]
+    except (ValueError, OSError, RuntimeError):
+        return []

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import re
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ from .ingest import sha256
 from .jobs import Job, Report
 from .results import Hit, IngestReport, jsonable
 from .store.documents import record_id
+
+_KEY = re.compile(r"[A-Za-z0-9_-]{1,100}")  # a record key that needs no escaping
 
 if TYPE_CHECKING:
     from .kb import KnowledgeBase
@@ -252,7 +255,8 @@ class NotebookService:
         return _require_id(await self.get_notebook(ref))
 
     async def get_notebook(self, ref: Any) -> Notebook:
-        """A notebook by id (``notebook:x`` or RecordID) or by name."""
+        """A notebook by id (``notebook:x``, a RecordID, or the key ``x`` alone when no
+        notebook is named ``x``) or by name."""
         if isinstance(ref, Notebook):
             if ref.id is None:
                 raise ConfigurationError("save the notebook first")
@@ -266,6 +270,8 @@ class NotebookService:
             row = await self.storage.notebooks.get(rid)
         if row is None and isinstance(ref, str):
             row = await self.storage.notebooks.find(ref)
+            if row is None and _KEY.fullmatch(ref):  # the id's key alone, as faces print it
+                row = await self.storage.notebooks.get(record_id(ref, table))
         if row is None:
             raise NotFoundError(f"no notebook {ref!r}")
         return self._notebook(row)

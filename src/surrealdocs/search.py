@@ -35,6 +35,8 @@ __all__ = ["MODES", "Filters", "Hit", "Searcher", "glob_to_regex", "query_terms"
            "query_words"]
 
 MODES = ("hybrid", "vector", "text")
+# the most hits (and candidates per leg) one search may ask for
+MAX_RESULTS = 10_000
 MAX_FETCH = 10_000  # most chunks one leg fetches while collecting distinct documents
 BONUS_CHUNKS = 2  # a document's chunks after its best that add to its score (with a bonus)
 
@@ -84,9 +86,9 @@ class Searcher:
         """Search chunks (see :meth:`surrealdocs.KnowledgeBase.search` for the options)."""
         if mode not in MODES:
             raise ConfigurationError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-        _check_int("limit", limit, 1)
+        _check_int("limit", limit, 1, MAX_RESULTS)
         if candidates is not None:
-            _check_int("candidates", candidates, 1)
+            _check_int("candidates", candidates, 1, MAX_RESULTS)
         settings = self.settings
         fusion = (fusion or settings.hybrid_fusion).lower()
         if fusion not in FUSIONS:
@@ -98,7 +100,7 @@ class Searcher:
             raise ConfigurationError(
                 "text_weight and vector_weight must be finite numbers >= 0, not both 0")
         k = settings.rrf_k if rrf_k is None else rrf_k
-        _check_int("rrf_k", k, 0)
+        _check_int("rrf_k", k, 0, MAX_RESULTS)
         if min_score is not None and not math.isfinite(min_score):
             raise ConfigurationError("min_score must be a finite number")
         filters = filters or Filters()
@@ -250,9 +252,11 @@ class Searcher:
         return 1.0 / (1.0 + distance)
 
 
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigurationError(f"{name} must be an integer >= {minimum}, got {value!r}")
+def _check_int(name: str, value: Any, minimum: int, maximum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) \
+            or not minimum <= value <= maximum:
+        raise ConfigurationError(
+            f"{name} must be an integer from {minimum} to {maximum}, got {value!r}")
 
 
 async def _distinct_documents(fetch: Callable[[int], Awaitable[list[Hit]]], want: int,

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Settings
-from .discover import Problem, discover_paths, glob_regex
+from .discover import Problem, discover_paths, glob_regex, open_found
 from .errors import ConfigurationError
 from .ingest import Ingestor, ProgressCallback, recorded_mtime
 from .results import FileResult, PlannedChange, SyncReport
@@ -374,7 +374,7 @@ def _hash_file(path: str) -> str | None:
     follows reports why)."""
     digest = hashlib.sha256()
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_found(Path(path)), "rb") as f:
             while block := f.read(READ_BLOCK):
                 digest.update(block)
     except OSError:

@@ -92,7 +92,10 @@ def install(app: FastAPI) -> None:
         if status >= 500:
             log.warning("%s %s: %s: %s", request.method, request.url.path,
                         type(exc).__name__, exc)
-        return error_response(status, code, str(exc))
+        message = str(exc)
+        if type(exc) is StoreError:  # the engine's own words (a statement quoted back): logged
+            message = "the store could not answer this request (the server's log has why)"
+        return error_response(status, code, message)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -4,9 +4,9 @@ checks the values and says what is wrong, answered as 422)."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # the most hits (and hybrid candidates per leg) one request may ask for
 MAX_LIMIT = 1000
@@ -16,6 +16,29 @@ Fusion = Literal["zscore", "minmax", "rrf"]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _encodable(cls, value: Any) -> Any:
+        """JSON can spell a lone surrogate (``"\\ud800"``), which is no text: refuse it
+        here rather than fail when it is stored or sent back."""
+        if not is_encodable(value):
+            raise ValueError("text must be valid Unicode (a lone surrogate is not)")
+        return value
+
+
+def is_encodable(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(is_encodable(v) for v in value)
+    if isinstance(value, dict):
+        return all(is_encodable(k) and is_encodable(v) for k, v in value.items())
+    return True  # numbers, dates, and models (checked by their own validator)
 
 
 class SearchRequest(_Strict):

@@ -18,7 +18,7 @@ from fastapi.responses import StreamingResponse
 
 from .. import __version__
 from ..jobs import JOB_STATUSES, Job
-from ..kb import KnowledgeBase
+from ..kb import MAX_OFFSET, KnowledgeBase
 from ..search import MODES
 from .auth import Access, presented_token, reader, server_state, writer
 from .errors import ApiError
@@ -205,7 +205,8 @@ async def search_post(q: SearchRequest, who: Reader, state: State) -> dict[str, 
 
 # ----- documents ----------------------------------------------------------------------
 @router.get("/documents", tags=["documents"], summary="Stored documents, a page at a time")
-async def documents(who: Reader, state: State, offset: Annotated[int, Query(ge=0)] = 0,
+async def documents(who: Reader, state: State,
+                    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
                     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
                     notebook: str | None = None) -> dict[str, Any]:
     kb = state.require()
@@ -260,30 +261,7 @@ async def create_notebook(body: NotebookRequest, who: Writer, state: State,
     return nb.to_dict()
 
 
-@router.get("/notebooks/{ref}", tags=["notebooks"],
-            summary="A notebook (by id or name), a page of its sources, and its notes")
-async def notebook(ref: str, who: Reader, state: State,
-                   offset: Annotated[int, Query(ge=0)] = 0,
-                   limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
-    kb = state.require()
-    nb = await kb.notebooks.get_notebook(ref)
-    sources = await kb.documents(notebook=nb.id, offset=offset, limit=limit)
-    notes = await kb.notebooks.notes(nb)
-    return {**nb.to_dict(), "source_count": await kb.count_documents(notebook=nb.id),
-            "sources": [s.to_dict() for s in sources], "offset": offset, "limit": limit,
-            "notes": [n.to_dict() for n in notes]}
-
-
-@router.delete("/notebooks/{ref}", tags=["notebooks"],
-               summary="Delete a notebook (and, on request, the sources only it holds)")
-async def delete_notebook(ref: str, who: Writer, state: State,
-                          delete_sources: bool = False) -> dict[str, Any]:
-    kb = state.require()
-    nb = await kb.notebooks.get_notebook(ref)
-    await kb.notebooks.delete_notebook(nb, delete_exclusive_sources=delete_sources)
-    return {"deleted": str(nb.id), "name": nb.name}
-
-
+# (before the {ref:path} routes, which would take a name with /sources/ in it)
 @router.put("/notebooks/{ref}/sources/{doc:path}", tags=["notebooks"],
             summary="Put a document (by id or source) in a notebook")
 async def add_source(ref: str, doc: str, who: Writer, state: State) -> dict[str, Any]:
@@ -302,6 +280,30 @@ async def remove_source(ref: str, doc: str, who: Writer, state: State) -> dict[s
     document = await kb.document(doc, text=False)
     await kb.notebooks.unlink(document.id, nb)
     return {"notebook": str(nb.id), "document": document.id, "member": False}
+
+
+@router.get("/notebooks/{ref:path}", tags=["notebooks"],
+            summary="A notebook (by id or name), a page of its sources, and its notes")
+async def notebook(ref: str, who: Reader, state: State,
+                   offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+                   limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
+    kb = state.require()
+    nb = await kb.notebooks.get_notebook(ref)
+    sources = await kb.documents(notebook=nb.id, offset=offset, limit=limit)
+    notes = await kb.notebooks.notes(nb)
+    return {**nb.to_dict(), "source_count": await kb.count_documents(notebook=nb.id),
+            "sources": [s.to_dict() for s in sources], "offset": offset, "limit": limit,
+            "notes": [n.to_dict() for n in notes]}
+
+
+@router.delete("/notebooks/{ref:path}", tags=["notebooks"],
+               summary="Delete a notebook (and, on request, the sources only it holds)")
+async def delete_notebook(ref: str, who: Writer, state: State,
+                          delete_sources: bool = False) -> dict[str, Any]:
+    kb = state.require()
+    nb = await kb.notebooks.get_notebook(ref)
+    await kb.notebooks.delete_notebook(nb, delete_exclusive_sources=delete_sources)
+    return {"deleted": str(nb.id), "name": nb.name}
 
 
 # ----- jobs ---------------------------------------------------------------------------

@@ -92,12 +92,12 @@ def resolve_url(db: str | None) -> str:
     if not scheme:
         if db in ("mem", "memory"):
             return "mem://"
-        return f"surrealkv://{Path(db).expanduser().resolve()}"
+        return f"surrealkv://{_store_path(db)}"
     if scheme in ("surrealkv", "surrealkv+versioned", "file"):
         path = db.split("://", 1)[1]
         if not path:
             raise ConfigurationError(f"{db!r} names no path for the database file")
-        return f"{scheme}://{Path(path).expanduser().resolve()}"
+        return f"{scheme}://{_store_path(path)}"
     if scheme in REMOTE_SCHEMES:
         if not (parsed and parsed.hostname):
             raise ConfigurationError(f"invalid database URL {db!r}: it names no host")
@@ -118,18 +118,31 @@ _OPEN_HERE: collections.Counter[str] = collections.Counter()
 _STORE_ENTRIES = {"LOCK", "manifest", "sstables", "vlog", "wal", "clog"}
 
 
+def _store_path(text: str) -> Path:
+    """The absolute path of a file store (``~`` expanded, links resolved)."""
+    try:
+        return Path(text).expanduser().resolve()
+    except (OSError, RuntimeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigurationError(f"cannot use {text} for the database: {reason}") from None
+
+
 def check_store_folder(path: Path) -> None:
     """Refuse to make a store in a file, or in a folder of other files (``--db ./papers``
     would otherwise write the engine's files among the user's documents)."""
-    if path.exists() and not path.is_dir():
-        raise ConfigurationError(f"{path} is a file, not a database folder")
-    if path.is_dir():
-        entries = {p.name for p in path.iterdir()}
-        if entries and not entries & _STORE_ENTRIES:
-            raise ConfigurationError(
-                f"{path} is a folder of other files, not a surrealdocs store: give a new or "
-                "empty folder for the database (e.g. --db ./kb), or the folder of an existing "
-                "store")
+    try:
+        is_dir = path.is_dir()
+        if not is_dir and path.exists():
+            raise ConfigurationError(f"{path} is a file, not a database folder")
+        entries = {p.name for p in path.iterdir()} if is_dir else set()
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot use {path} for the database: {_os_reason(exc)}") from None
+    if is_dir and entries and not entries & _STORE_ENTRIES:
+        raise ConfigurationError(
+            f"{path} is a folder of other files, not a surrealdocs store: give a new or "
+            "empty folder for the database (e.g. --db ./kb), or the folder of an existing "
+            "store")
 
 
 @dataclass
@@ -268,6 +281,10 @@ class Store:
             idle.clear()
             try:
                 raw = await self.client.query_raw(sql, dict(params or {}))
+            except UnicodeEncodeError as exc:  # a lone surrogate in a value: not text
+                raise ConfigurationError(
+                    "a value is not valid Unicode text (it holds a lone surrogate,"
+                    f" {exc.object[exc.start:exc.end]!r})") from None
             except SurrealError as exc:
                 if not renewed and _session_lost(exc) and await self._renew(renewals):
                     renewed = True
@@ -475,7 +492,7 @@ async def connect(settings: Settings | None = None) -> Store:
             folder.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create the database folder {folder}: "
-                             f"{exc.strerror or exc}") from exc
+                             f"{_os_reason(exc)}") from None
 
     async def sign_in(client: Any) -> None:
         if scheme in REMOTE_SCHEMES and settings.user:
@@ -518,3 +535,9 @@ async def connect(settings: Settings | None = None) -> Store:
     return Store(client=client, url=url, namespace=settings.namespace, database=settings.database,
                  names=names, owned=True, renew=sign_in if scheme in REMOTE_SCHEMES else None,
                  reopen_after=settings.engine_reopen_rows if scheme in FILE_SCHEMES else 0)
+
+
+def _os_reason(exc: OSError) -> str:
+    if isinstance(exc, (FileExistsError, NotADirectoryError)):
+        return "a part of the path is a file, not a folder"
+    return exc.strerror or str(exc)
