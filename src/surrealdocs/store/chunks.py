@@ -106,6 +106,7 @@ class ChunkStorage:
         self._term_counts: dict[str, tuple[int, float]] = {}  # word -> (chunks, until when)
         self._counting: set[str] = set()  # words being counted in the background
         self._counters: set[asyncio.Task[None]] = set()
+        self._stop_counting = False
 
     # ----- rows -----------------------------------------------------------------------
     def rows(self, doc: RecordID, chunks: Sequence[Chunk], vectors: Any = None, *,
@@ -657,6 +658,8 @@ class ChunkStorage:
     async def _count_terms(self, words: list[str]) -> None:
         try:
             for word in words:  # one at a time: searches go first
+                if self._stop_counting:
+                    break
                 (rows,) = await self.store.query(
                     f"SELECT count() AS n FROM {self.table} WHERE content @1@ $w GROUP ALL;",
                     {"w": word})
@@ -671,8 +674,11 @@ class ChunkStorage:
             self._counting.difference_update(words)
 
     async def stop_counting(self) -> None:
-        for task in list(self._counters):
-            task.cancel()
+        """Let the background counts end after the statement each is running, and wait for
+        them. Not cancelled: a cancelled query goes on in the engine, and its answer coming
+        back after the store closed (at interpreter exit) made the engine's thread panic
+        and abort the process."""
+        self._stop_counting = True
         await asyncio.gather(*self._counters, return_exceptions=True)
 
     async def details(self, chunks: Sequence[RecordID]) -> dict[str, dict[str, Any]]:
