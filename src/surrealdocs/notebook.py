@@ -270,7 +270,7 @@ class NotebookService:
             row = await self.storage.notebooks.get(rid)
         if row is None and isinstance(ref, str):
             row = await self.storage.notebooks.find(ref)
-            if row is None and _KEY.fullmatch(ref):  # the id's key alone, as faces print it
+            if row is None and _KEY.fullmatch(ref.strip("⟨⟩`")):  # the id's key alone
                 row = await self.storage.notebooks.get(record_id(ref, table))
         if row is None:
             raise NotFoundError(f"no notebook {ref!r}")
