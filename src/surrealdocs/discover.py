@@ -70,7 +70,7 @@ def discover_paths(paths: Iterable[str | Path], glob: str = "**/*",
         try:
             info = path.stat()  # follows a link the user named
         except OSError as exc:
-            out.problems.append(Problem(str(raw), _os_reason(exc)))
+            out.problems.append(Problem(str(raw), os_reason(exc)))
             continue
         if stat.S_ISDIR(info.st_mode):
             if pattern is None:
@@ -101,7 +101,7 @@ def _walk(root: Path, pattern: re.Pattern[str], include_hidden: bool, out: Disco
 
     def unreadable(exc: OSError) -> None:
         where = exc.filename if exc.filename is not None else str(root)
-        out.problems.append(Problem(str(where), f"cannot read directory: {_os_reason(exc)}"))
+        out.problems.append(Problem(str(where), f"cannot read directory: {os_reason(exc)}"))
 
     for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
         here = Path(dirpath)
@@ -114,7 +114,7 @@ def _walk(root: Path, pattern: re.Pattern[str], include_hidden: bool, out: Disco
             try:
                 linked = full.is_symlink()
             except OSError as exc:
-                out.problems.append(Problem(str(full), f"cannot read: {_os_reason(exc)}"))
+                out.problems.append(Problem(str(full), f"cannot read: {os_reason(exc)}"))
                 continue
             if not linked:
                 descend.append(name)
@@ -144,7 +144,7 @@ def _consider(full: Path, root: Path, real_root: Path, out: Discovery,
     try:
         info = full.lstat()
     except OSError as exc:
-        out.problems.append(Problem(str(full), f"cannot read: {_os_reason(exc)}"))
+        out.problems.append(Problem(str(full), f"cannot read: {os_reason(exc)}"))
         return
     if stat.S_ISLNK(info.st_mode):
         target = _link_target(full)
@@ -159,7 +159,7 @@ def _consider(full: Path, root: Path, real_root: Path, out: Discovery,
         try:
             info = target.stat()
         except OSError as exc:
-            out.problems.append(Problem(str(full), f"cannot read: {_os_reason(exc)}"))
+            out.problems.append(Problem(str(full), f"cannot read: {os_reason(exc)}"))
             return
         if stat.S_ISDIR(info.st_mode):
             return  # a link to a directory inside the folder: found where it is
@@ -182,10 +182,11 @@ def _link_target(link: Path) -> Path | str:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return "symbolic link loop"
-        return f"cannot read: {_os_reason(exc)}"
+        return f"cannot read: {os_reason(exc)}"
 
 
-def _os_reason(exc: OSError) -> str:
+def os_reason(exc: OSError) -> str:
+    """A short reason for an error of the operating system, for a person."""
     if exc.errno == errno.ENOENT:
         return "no such file or directory"
     if exc.errno == errno.ENOTDIR:
@@ -298,8 +299,3 @@ def read_found(path: Path, max_bytes: int) -> tuple[os.stat_result, bytes | None
         if info.st_size > max_bytes:
             return info, None
         return info, f.read(max_bytes + 1)
-
-
-def os_reason(exc: OSError) -> str:
-    """A short reason for an error of the operating system, for a person."""
-    return _os_reason(exc)

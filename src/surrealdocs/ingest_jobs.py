@@ -27,13 +27,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
 from .config import DEFAULT_DIR, Settings
 from .errors import ConfigurationError
 from .jobs import Job, Report
 from .results import FileResult, IngestReport
-from .store.connection import FILE_SCHEMES, resolve_url
+from .store.connection import resolve_url, store_path
 
 if TYPE_CHECKING:
     from .kb import KnowledgeBase
@@ -63,10 +62,7 @@ def uploads_dir(settings: Settings) -> Path:
 
 def store_folder(settings: Settings) -> Path | None:
     """The folder of a file store (``None`` for memory and remote stores)."""
-    url = resolve_url(settings.db)
-    if urlparse(url).scheme not in FILE_SCHEMES:
-        return None
-    return Path(url.split("://", 1)[1]).expanduser().resolve()
+    return store_path(resolve_url(settings.db))
 
 
 def check_uploads_dir(settings: Settings) -> Path:

@@ -43,7 +43,7 @@ from .results import (
     SyncReport,
 )
 from .search import Searcher, query_words
-from .store.connection import Store, connect
+from .store.connection import Store, connect, store_path
 from .store.documents import record_id
 from .store.names import Names
 from .store.schema import SCHEMA_VERSION, ensure_schema, layout_of, read_schema, vectors_apart
@@ -284,7 +284,8 @@ class KnowledgeBase:
             if on_pass:
                 on_pass(report)
 
-        ignore = [Path(self.store.url.split("://", 1)[1])] if self.store.file_backed else []
+        folder = store_path(self.store.url)
+        ignore = [folder] if folder is not None else []
         await self._syncer.watch(roots, one_pass, settle=float(settle), ignore=ignore,
                                  stop=stop, on_changes=on_changes)
 

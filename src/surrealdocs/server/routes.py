@@ -265,21 +265,21 @@ async def create_notebook(body: NotebookRequest, who: Writer, state: State,
 @router.put("/notebooks/{ref}/sources/{doc:path}", tags=["notebooks"],
             summary="Put a document (by id or source) in a notebook")
 async def add_source(ref: str, doc: str, who: Writer, state: State) -> dict[str, Any]:
-    kb = state.require()
-    nb = await kb.notebooks.get_notebook(ref)
-    document = await kb.document(doc, text=False)
-    await kb.notebooks.link(document.id, nb)
-    return {"notebook": str(nb.id), "document": document.id, "member": True}
+    return await _membership(state.require(), ref, doc, member=True)
 
 
 @router.delete("/notebooks/{ref}/sources/{doc:path}", tags=["notebooks"],
                summary="Take a document out of a notebook (the document stays)")
 async def remove_source(ref: str, doc: str, who: Writer, state: State) -> dict[str, Any]:
-    kb = state.require()
+    return await _membership(state.require(), ref, doc, member=False)
+
+
+async def _membership(kb: KnowledgeBase, ref: str, doc: str, *, member: bool
+                      ) -> dict[str, Any]:
     nb = await kb.notebooks.get_notebook(ref)
     document = await kb.document(doc, text=False)
-    await kb.notebooks.unlink(document.id, nb)
-    return {"notebook": str(nb.id), "document": document.id, "member": False}
+    await (kb.notebooks.link if member else kb.notebooks.unlink)(document.id, nb)
+    return {"notebook": str(nb.id), "document": document.id, "member": member}
 
 
 @router.get("/notebooks/{ref:path}", tags=["notebooks"],

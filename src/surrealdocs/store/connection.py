@@ -456,12 +456,18 @@ def _first_error(raw: Mapping[str, Any]) -> str | None:
     return str((meaningful or errors)[0].get("result"))
 
 
-def serving_marker(url: str) -> Path | None:
-    """Where ``surrealdocs serve`` notes that it serves a file store (next to its folder)."""
+def store_path(url: str) -> Path | None:
+    """The folder of a file store's URL (as :func:`resolve_url` gives it); ``None`` for
+    memory and remote stores."""
     if urlparse(url).scheme not in FILE_SCHEMES:
         return None
-    folder = Path(url.split("://", 1)[1])
-    return folder.with_name(folder.name + ".serving")
+    return Path(url.split("://", 1)[1])
+
+
+def serving_marker(url: str) -> Path | None:
+    """Where ``surrealdocs serve`` notes that it serves a file store (next to its folder)."""
+    folder = store_path(url)
+    return None if folder is None else folder.with_name(folder.name + ".serving")
 
 
 def served_by(url: str) -> str | None:
@@ -485,8 +491,8 @@ async def connect(settings: Settings | None = None) -> Store:
     validate_identifier(settings.namespace, "namespace")
     validate_identifier(settings.database, "database")
     names = Names(settings.documents_table, settings.chunks_table, settings.analyzer_language)
-    if scheme in FILE_SCHEMES:
-        folder = Path(url.split("://", 1)[1])
+    folder = store_path(url)
+    if folder is not None:
         check_store_folder(folder)
         try:
             folder.parent.mkdir(parents=True, exist_ok=True)
