@@ -675,9 +675,8 @@ class ChunkStorage:
 
     async def stop_counting(self) -> None:
         """Let the background counts end after the statement each is running, and wait for
-        them. Not cancelled: a cancelled query goes on in the engine, and its answer coming
-        back after the store closed (at interpreter exit) made the engine's thread panic
-        and abort the process."""
+        them. Not cancelled: a cancelled query goes on in the engine, so the store would be
+        closed with a statement still running in it."""
         self._stop_counting = True
         await asyncio.gather(*self._counters, return_exceptions=True)
 
