@@ -9,6 +9,7 @@ import ctypes
 import ctypes.util
 import functools
 import os
+import shutil
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,9 +216,12 @@ class Store:
         is_open.clear()
         try:
             await idle.wait()
-            await self.client.close()
-            await self.client.connect()
-            await self.client.use(self.namespace, self.database)
+            try:
+                await self.client.close()
+                await self.client.connect()
+                await self.client.use(self.namespace, self.database)
+            except (SurrealError, OSError) as exc:
+                raise StoreError(reopen_failure(self.url, exc)) from exc
             release_freed_memory()  # the old engine's memtables, the opening's buffers
         finally:
             is_open.set()
@@ -342,9 +346,17 @@ class Store:
                              rows=joined.rows)
 
     async def close(self) -> None:
+        if isinstance(self.client, _Closed):
+            return
         if self.owned and _OPEN_HERE[self.url] > 0:
             _OPEN_HERE[self.url] -= 1
         await self.client.close()
+        if self.owned:
+            # Let the engine go now, while the interpreter is whole. A KnowledgeBase sits in
+            # reference cycles, so the SDK's engine object would otherwise be freed by the
+            # cycle collector during interpreter shutdown, and the engine's threads ending
+            # then aborted the process (SIGABRT) in a few runs in a hundred.
+            self.client = _Closed(self.url)
 
     @classmethod
     async def around(cls, client: Any, names: Names | None = None) -> Store:
@@ -456,6 +468,26 @@ def _first_error(raw: Mapping[str, Any]) -> str | None:
     return str((meaningful or errors)[0].get("result"))
 
 
+# below this much free space, a failed reopen is put down to the disk being full
+LOW_DISK_BYTES = 64 * 1024**2
+
+
+def reopen_failure(url: str, exc: BaseException) -> str:
+    """Why this process could not reopen its own store's engine. The engine says "locked"
+    when the closing one could not write its files out (a full disk): that is no other
+    process, so the free space is what is reported when it is low."""
+    folder = store_path(url)
+    free = None
+    if folder is not None:
+        with contextlib.suppress(OSError):
+            free = shutil.disk_usage(folder if folder.exists() else folder.parent).free
+    if free is not None and free < LOW_DISK_BYTES:
+        return (f"cannot reopen the store {url}: the disk that holds it is full ({free:,}"
+                " bytes free); free some space and run the command again (what was"
+                " committed is kept)")
+    return f"cannot reopen the store {url} in this process: {exc}"
+
+
 def store_path(url: str) -> Path | None:
     """The folder of a file store's URL (as :func:`resolve_url` gives it); ``None`` for
     memory and remote stores."""
@@ -547,3 +579,13 @@ def _os_reason(exc: OSError) -> str:
     if isinstance(exc, (FileExistsError, NotADirectoryError)):
         return "a part of the path is a file, not a folder"
     return exc.strerror or str(exc)
+
+
+class _Closed:
+    """What a closed store's connection is: every use says so."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def __getattr__(self, name: str) -> Any:
+        raise StoreError(f"the store {self.url} is closed")
