@@ -238,3 +238,20 @@ async def test_a_search_whose_client_went_away_stops() -> None:
         assert await _run_until_disconnect(method, path) == (True, True), (method, path)
     # a write goes on: an ingest the client stopped waiting for still lands or fails whole
     assert await _run_until_disconnect("POST", "/v1/texts") == (False, False)
+
+
+def test_the_mcp_endpoint_has_the_same_checks(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}
+    mcp_headers = {"Accept": "application/json, text/event-stream"}
+    with serve(tmp_path, allowed_hosts=("kb.example.com",)) as server:
+        c = server.client
+        r = c.post("/mcp/", json=hello, headers={**mcp_headers, "Host": "kb.example.com"})
+        assert r.status_code == 200, r.text  # a proxy's name, as for /v1
+        assert_error(c.post("/mcp/", json=hello,
+                            headers={**mcp_headers, "Host": "attacker.example"}), 421)
+        assert_error(c.post("/mcp/", json=hello,
+                            headers={**mcp_headers, "Origin": "https://attacker.example"}),
+                     403, "cross_site")

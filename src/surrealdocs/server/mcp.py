@@ -49,13 +49,19 @@ class McpEndpoint:
         async with self._lock:
             if writes not in self._apps:
                 try:
+                    from mcp.server.transport_security import TransportSecuritySettings
+
                     from ..mcp_server import mcp_http_app
                 except ImportError as exc:
                     raise ApiError(501, "not_implemented", "the MCP endpoint needs the mcp"
                                    f" extra: pip install 'surrealdocs[mcp]' ({exc})") from exc
+                # Host and cross-site checks are the app's RequestGuard, for /mcp/ as for
+                # /v1 (with --allowed-host); the SDK's own would refuse a proxy's name
                 app = mcp_http_app(self.state.require(), allow_writes=writes,
                                    max_chars=self.max_chars, path="/",
-                                   host=self.state.config.host)
+                                   host=self.state.config.host,
+                                   transport_security=TransportSecuritySettings(
+                                       enable_dns_rebinding_protection=False))
                 ready = asyncio.Event()
                 self._tasks.append(asyncio.get_running_loop().create_task(
                     self._run(app, ready)))
