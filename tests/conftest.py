@@ -13,6 +13,10 @@ from surrealdocs.embed import get_embedder
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
+# How long a test waits for something that should happen (a job to end, a server to be
+# ready, a watcher to notice a change): a bound, never a pause. Generous, since CI's
+# 2-core machine may be busy with other work; a healthy run never comes near it.
+PATIENCE = 180.0
 SHARED_DOCS = ROOT.parent / "shared" / "data" / "documents"
 
 _exit_status: int | None = None

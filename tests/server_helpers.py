@@ -22,6 +22,7 @@ pytest.importorskip("fastapi")
 
 from fastapi.testclient import TestClient
 
+from conftest import PATIENCE
 from surrealdocs import KnowledgeBase, Settings
 from surrealdocs.server import ServeConfig, create_app
 
@@ -52,7 +53,7 @@ class Server:
 
         return portal.call(run)
 
-    def wait_job(self, job_id: str, timeout: float = 60) -> dict[str, Any]:
+    def wait_job(self, job_id: str, timeout: float = PATIENCE) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             job = self.client.get(f"/v1/jobs/{job_id}").json()
@@ -94,7 +95,7 @@ def serve(tmp_path: Path, *, db: str | None = None, settings: Settings | None = 
         yield server
 
 
-def wait_ready(client: TestClient, timeout: float = 30) -> None:
+def wait_ready(client: TestClient, timeout: float = PATIENCE) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         r = client.get("/v1/ready")
@@ -146,7 +147,8 @@ def served(tmp_path: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], 
                 proc.wait()
 
 
-def wait_ready_process(proc: subprocess.Popen[str], url: str, timeout: float = 60) -> None:
+def wait_ready_process(proc: subprocess.Popen[str], url: str,
+                       timeout: float = PATIENCE) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

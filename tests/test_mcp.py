@@ -27,7 +27,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from typer.testing import CliRunner
 
-from conftest import SAMPLES
+from conftest import PATIENCE, SAMPLES
 from surrealdocs import ConfigurationError, KnowledgeBase, Settings
 from surrealdocs.cli import app
 from surrealdocs.mcp_server import build_mcp_server, mcp_http_app
@@ -286,7 +286,7 @@ async def serving(asgi: Any) -> AsyncIterator[int]:
                                            log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
     try:
-        for _ in range(200):
+        for _ in range(int(PATIENCE / 0.05)):
             if server.started:
                 break
             if task.done():
@@ -296,7 +296,7 @@ async def serving(asgi: Any) -> AsyncIterator[int]:
         yield port
     finally:
         server.should_exit = True
-        await asyncio.wait_for(task, 30)
+        await asyncio.wait_for(task, PATIENCE)
 
 
 async def test_streamable_http(store: Path) -> None:

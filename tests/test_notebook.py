@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from conftest import SAMPLES
+from conftest import PATIENCE, SAMPLES
 from surrealdocs import KnowledgeBase, Settings
 from surrealdocs.embed import get_embedder
 from surrealdocs.notebook import (
@@ -47,7 +47,7 @@ async def vectorized(nbs: NotebookService, notebook: object, text: str, title: s
                      topics: tuple[str, ...] = ()) -> Source:
     source = await nbs.add_text(notebook, text=text, title=title, topics=topics)
     job = await source.vectorize()
-    done = await job.wait(timeout=30)
+    done = await job.wait(timeout=PATIENCE)
     assert done.status == "done", done.error
     return await nbs.get_source(source.id)
 
@@ -60,7 +60,7 @@ async def test_spec_examples(nbs: NotebookService) -> None:
 
     async def embed_source(source: Source) -> None:
         job = await source.vectorize()  # triggers chunking and background embedding
-        await job.wait(timeout=30)
+        await job.wait(timeout=PATIENCE)
 
     async def semantic_search(notebook_id: object, query: str) -> list[object]:
         query_vec = nbs.kb.embedder.embed_query(query)
@@ -164,7 +164,7 @@ async def test_revectorize_replaces_chunks(nbs: NotebookService) -> None:
     first = await source.get_embeddings()
     nbs.kb.settings = nbs.kb.settings.replace(chunk_size=100, chunk_overlap=10)
     job = await source.vectorize()
-    assert (await job.wait(timeout=30)).status == "done"
+    assert (await job.wait(timeout=PATIENCE)).status == "done"
     second = await source.get_embeddings()
     assert len(second) > len(first)
     total = (await counts(nbs))[nbs.kb.store.names.chunks]
@@ -186,7 +186,7 @@ async def test_revectorized_pdf_keeps_its_page_numbers(nbs: NotebookService) -> 
 
     ingested = await pages()
     assert {p for _, first, last in ingested for p in (first, last)} == {1, 2}
-    job = await (await source.vectorize()).wait(timeout=30)
+    job = await (await source.vectorize()).wait(timeout=PATIENCE)
     assert job.status == "done", job.error
     assert await pages() == ingested  # same chunker, same text: the same spans and pages
 
@@ -208,7 +208,7 @@ async def test_revectorized_markdown_keeps_its_heading_contexts(
 
     ingested = await contexts()
     assert {c for _, c in ingested} == {"Birds", "Birds › Waders"}
-    job = await (await source.vectorize()).wait(timeout=30)
+    job = await (await source.vectorize()).wait(timeout=PATIENCE)
     assert job.status == "done", job.error
     assert await contexts() == ingested
 
@@ -245,7 +245,7 @@ async def test_failed_job_records_its_error(nbs: NotebookService,
         raise RuntimeError("the model ran out of memory")
 
     monkeypatch.setattr(nbs.kb.embedder, "embed_documents", broken)
-    job = await (await source.vectorize()).wait(timeout=30)
+    job = await (await source.vectorize()).wait(timeout=PATIENCE)
     assert job.status == "failed"
     assert job.error == "RuntimeError: the model ran out of memory"
     assert [j.status for j in await nbs.jobs()] == ["failed"]
@@ -288,7 +288,7 @@ def test_interrupted_job_resumes_after_reopen(tmp_path: Path) -> None:
             source = await nbs.add_text(nb, text="Sentence about resuming work. " * 200,
                                         title="long")
             job = await source.vectorize()
-            await job.wait(timeout=60)
+            await job.wait(timeout=PATIENCE)
 
         asyncio.run(main())
     """)
@@ -301,7 +301,7 @@ def test_interrupted_job_resumes_after_reopen(tmp_path: Path) -> None:
                                    embedder=get_embedder("hashing-64"))
         try:
             (job,) = await nbs.jobs()
-            job = await job.wait(timeout=60)
+            job = await job.wait(timeout=PATIENCE)
             assert job.status == "done" and job.attempts == 2
             (source,) = await nbs.sources()
             embeddings = await source.get_embeddings()

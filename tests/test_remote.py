@@ -23,7 +23,7 @@ import pytest_asyncio
 from surrealdb import AsyncSurreal
 from typer.testing import CliRunner
 
-from conftest import SAMPLES
+from conftest import PATIENCE, SAMPLES
 from surrealdocs import KnowledgeBase, Settings, StoreError, SyncKnowledgeBase
 from surrealdocs.cli import app
 from surrealdocs.compat.kreuzberg import DocumentPipeline
@@ -435,7 +435,7 @@ async def test_notebooks_over_the_server(remote_engine: RemoteEngine, transport:
         elsewhere = await nbs.add_text(other, title="Gardening",
                                        text="Tomatoes want sun, water and patience. " * 20)
         for item in (source, elsewhere):
-            done = await (await item.vectorize()).wait(timeout=30)
+            done = await (await item.vectorize()).wait(timeout=PATIENCE)
             assert done.status == "done", done.error
 
         hits = await nbs.vector_search("dense retrieval passages", notebook_id=research.id,

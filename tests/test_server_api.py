@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import pytest
 
-from conftest import SAMPLES
+from conftest import PATIENCE, SAMPLES
 from server_helpers import BASE_URL, Server, TestClient, assert_error, serve, settings_for
 from surrealdocs import KnowledgeBase
 from surrealdocs.server import ServeConfig, create_app
@@ -63,8 +63,8 @@ def test_readiness_false_while_a_graph_is_built(tmp_path: Path) -> None:
         portal = server.client.portal
         assert portal is not None
         # a "build" that takes a while: readiness says so meanwhile, and after it is ready
-        future = portal.start_task_soon(kb.store.build_index, Statement("SLEEP 700ms;"))
-        deadline = 50
+        future = portal.start_task_soon(kb.store.build_index, Statement("SLEEP 3s;"))
+        deadline = int(PATIENCE / 0.01)
         while kb.store.index_builds == 0 and deadline:
             deadline -= 1
             portal.call(_sleep)
@@ -72,7 +72,7 @@ def test_readiness_false_while_a_graph_is_built(tmp_path: Path) -> None:
         assert r.status_code == 503
         assert r.json()["index_builds"] == 1
         assert r.json()["reasons"] == ["building a vector graph"]
-        future.result(timeout=10)
+        future.result(timeout=PATIENCE)
         assert server.client.get("/v1/ready").status_code == 200
 
 
@@ -91,7 +91,7 @@ def test_not_ready_until_open_and_failed_open(tmp_path: Path) -> None:
     settings = settings_for(tmp_path, db).replace(model="hashing-32")
     with TestClient(create_app(ServeConfig(settings=settings), on_fatal=fatal.append),
                     base_url=BASE_URL) as client:
-        for _ in range(200):
+        for _ in range(int(PATIENCE / 0.02)):
             ready = client.get("/v1/ready")
             if ready.json()["state"] == "failed":
                 break
@@ -122,7 +122,7 @@ def test_a_documents_only_store_is_not_served(tmp_path: Path) -> None:
     settings = settings_for(tmp_path).replace(chunked=False)
     with TestClient(create_app(ServeConfig(settings=settings), on_fatal=fatal.append),
                     base_url=BASE_URL) as c:
-        for _ in range(200):
+        for _ in range(int(PATIENCE / 0.02)):
             if c.get("/v1/ready").json()["state"] == "failed":
                 break
             time.sleep(0.02)
@@ -552,7 +552,7 @@ def test_off_loopback_every_request_needs_a_key(tmp_path: Path) -> None:
     config = ServeConfig(settings=settings_for(tmp_path, db), host="0.0.0.0",
                          key_cache_seconds=0)
     with TestClient(create_app(config, on_fatal=fatal.append), base_url=BASE_URL) as client:
-        for _ in range(200):
+        for _ in range(int(PATIENCE / 0.02)):
             if client.get("/v1/ready").json()["state"] == "failed":
                 break
             time.sleep(0.02)

@@ -22,6 +22,7 @@ import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from conftest import PATIENCE
 from surrealdocs import KnowledgeBase, Settings
 from surrealdocs.server import ServeConfig, create_app
 
@@ -35,7 +36,7 @@ async def serving(asgi: Any) -> AsyncIterator[int]:
                                            log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
     try:
-        for _ in range(400):
+        for _ in range(int(PATIENCE / 0.05)):
             if server.started:
                 break
             await asyncio.sleep(0.05)
@@ -43,7 +44,7 @@ async def serving(asgi: Any) -> AsyncIterator[int]:
         yield port
     finally:
         server.should_exit = True
-        await asyncio.wait_for(task, 30)
+        await asyncio.wait_for(task, PATIENCE)
 
 
 @asynccontextmanager

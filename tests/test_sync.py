@@ -21,6 +21,7 @@ import pytest_asyncio
 
 import surrealdocs.ingest as ingest_module
 import surrealdocs.sync as sync_module
+from conftest import PATIENCE
 from surrealdocs import ConfigurationError, KnowledgeBase, Settings
 from surrealdocs.embed.hashing import HashingEmbedder
 from surrealdocs.store.schema import SCHEMA_VERSION
@@ -423,12 +424,12 @@ async def test_revectorizing_a_notebook_source_reuses_its_vectors() -> None:
         nb = await kb.notebooks.create_notebook("N")
         source = await kb.notebooks.add_text(nb, text="\n\n".join(paragraphs(15)), title="t")
         job = await source.vectorize()
-        assert (await job.wait(timeout=30)).status == "done"
+        assert (await job.wait(timeout=PATIENCE)).status == "done"
         first = len(embedder.texts)
         assert first > 5
         embedder.texts.clear()
         job = await source.vectorize()  # a new generation of the same chunks
-        assert (await job.wait(timeout=30)).status == "done"
+        assert (await job.wait(timeout=PATIENCE)).status == "done"
         assert embedder.texts == []
         assert len(await source.get_embeddings()) == first
 
@@ -472,7 +473,7 @@ async def test_watch_follows_creates_edits_and_deletes(kb: KnowledgeBase,
     passes: list[Any] = []
     task = asyncio.create_task(kb.watch([root], settle=0.1, stop=stop, on_pass=passes.append))
 
-    async def until(check: Any, what: str, timeout: float = 20.0) -> None:
+    async def until(check: Any, what: str, timeout: float = PATIENCE) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if task.done():
@@ -501,7 +502,7 @@ async def test_watch_follows_creates_edits_and_deletes(kb: KnowledgeBase,
         assert await found("beavers")
     finally:
         stop.set()
-        await asyncio.wait_for(task, 10)
+        await asyncio.wait_for(task, PATIENCE)
     assert len(passes) >= 4
     await healthy(kb)
 
@@ -639,7 +640,7 @@ def test_cli_sync_watch_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
         reader.start()
 
     def wait_for(text: str, lines: list[str]) -> None:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PATIENCE
         while not any(text in line for line in lines):
             assert time.monotonic() < deadline and proc.poll() is None, \
                 f"no {text!r}:\n{''.join(out)}\n{''.join(err)}"
@@ -651,7 +652,7 @@ def test_cli_sync_watch_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
         wait_for("b.md", out)
         assert any("ingested" in line and "b.md" in line for line in out)
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
+        proc.wait(timeout=PATIENCE)
     finally:
         if proc.poll() is None:
             proc.kill()
