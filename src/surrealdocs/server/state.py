@@ -51,10 +51,6 @@ class ServerState:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._open())
 
-    async def wait_open(self) -> None:
-        if self._task is not None:
-            await asyncio.shield(self._task)
-
     async def _open(self) -> None:
         settings = self.config.settings
         try:

@@ -542,14 +542,6 @@ def check_embedding_model(stored: dict[str, Any], model: str, dimension: int, ur
     )
 
 
-async def stored_embedding_model(store: Store) -> dict[str, Any] | None:
-    try:
-        (row,) = await store.query("SELECT * FROM ONLY $k;", {"k": store.names.embedding_key})
-    except StoreError:
-        return None
-    return row if isinstance(row, dict) else None
-
-
 async def mark_reembedding(store: Store, model: str) -> None:
     """Record that the store is being re-embedded with ``model``: until
     :func:`embedding_model_statement` runs, every open is refused."""
