@@ -62,6 +62,7 @@ def test_a_terminal_is_told_the_store_is_opening(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     # An open can take tens of seconds while the engine merges its files: say so.
     db = str(tmp_path / "kb")
+    assert run("notebook", "create", "Seed", "--db", db, "--model", "hashing-64")[0] == 0
     terminal = io.StringIO()
     monkeypatch.setattr(cli, "err_console", Console(file=terminal, force_terminal=True))
     code, out = run("stats", "--db", db, "--model", "hashing-64", "--json")
@@ -103,6 +104,8 @@ def test_model_mismatch_is_a_clear_cli_error(tmp_path: Path) -> None:
 
 
 def test_bad_mode_is_rejected(tmp_path: Path) -> None:
+    assert run("notebook", "create", "Seed", "--db", str(tmp_path / "kb"), "--model",
+               "hashing-64")[0] == 0
     code, out = run("search", "x", "--db", str(tmp_path / "kb"), "--model", "hashing-64",
                     "--mode", "nope")
     assert code == 2 and "mode must be one of" in out

@@ -97,7 +97,10 @@ def test_bad_store_options_on_every_command(command: list[str], tmp_path: Path,
     bad_dbs = {
         "wss://[::1": "invalid database URL",
         "ws://": "no host",
-        "surrealkv:///proc/nope/db": "cannot create",
+        # (commands that only read say there is no store there)
+        "surrealkv:///proc/nope/db": "cannot create" if command[0] in (
+            "ingest", "add", "sync") or command[:2] == ["notebook", "create"]
+        else "there is no store at",
         str(papers): "folder of other files",
         str(papers / "bm25.txt"): "is a file",
         "ftp://example.com": "unsupported database URL",
@@ -109,6 +112,8 @@ def test_bad_store_options_on_every_command(command: list[str], tmp_path: Path,
         assert expected in output, f"{bad}: {output}"
     assert sorted(p.name for p in papers.iterdir()) == before  # no engine files among them
     db = str(tmp_path / "kb")
+    assert runner.invoke(app, ["notebook", "create", "Seed", "--db", db, "--model",
+                               "hashing-64"]).exit_code == 0
     for model, expected in (("hashing-0", "hashing dimension"), ("nosuch", "unknown")):
         assert expected in run_bad([*command, "--db", db, "--model", model])
     for env in ({"SURREALDOCS_CHUNK_SIZE": "abc"}, {"SURREALDOCS_EXTRACT_CONCURRENCY": "0"},
@@ -202,3 +207,22 @@ def test_an_unreadable_file_argument_fails_alone(tmp_path: Path,
     result = runner.invoke(app, ["search", "kingfishers", "--db", str(tmp_path / "kb"),
                                  "--model", "hashing-64", "--mode", "text"])
     assert "good.md" in result.output
+
+
+READING_COMMANDS = [["stats"], ["search", "x"], ["notebook", "list"], ["notebook", "show", "N"],
+                    ["jobs"], ["delete", "x"], ["rebuild-index"], ["keys", "list"],
+                    ["reembed", "--model", "hashing-32"]]
+
+
+@pytest.mark.parametrize("command", READING_COMMANDS,
+                         ids=[" ".join(c[:2]) for c in READING_COMMANDS])
+def test_a_command_that_reads_a_store_that_is_not_there_says_so(
+        command: list[str], tmp_path: Path) -> None:
+    """Run from another folder, a search used to make an empty store there and answer "no
+    hits", which looks like "nothing matched"."""
+    where = tmp_path / "elsewhere" / "db"
+    args = [*command, "--db", str(where)]
+    if "--model" not in command:
+        args += ["--model", "hashing-64"]
+    assert "there is no store at" in run_bad(args)
+    assert not where.exists() and not where.parent.exists()

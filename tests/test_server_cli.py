@@ -26,6 +26,7 @@ def run(*args: str) -> tuple[int, str]:
 
 def test_keys_commands(tmp_path: Path) -> None:
     db = ["--db", str(tmp_path / "db"), "--model", "hashing-64"]
+    assert run("notebook", "create", "Seed", *db)[0] == 0  # a store (keys list makes none)
     code, out = run("keys", "list", *db)
     assert code == 0 and "no API keys" in out
     code, out = run("keys", "create", "--name", "ci", *db)

@@ -148,7 +148,7 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-async def _open(settings: Settings) -> KnowledgeBase:
+async def _open(settings: Settings, create: bool = False) -> KnowledgeBase:
     """Open the knowledge base; on a terminal a spinner says so meanwhile.
 
     Why: after large writes the embedded engine merges the store's files when it next
@@ -156,16 +156,17 @@ async def _open(settings: Settings) -> KnowledgeBase:
     comes from"); without a word the command would seem to hang.
     """
     if not err_console.is_terminal:
-        return await KnowledgeBase.open(settings=settings)
+        return await KnowledgeBase.open(settings=settings, create=create)
     with err_console.status("opening the store"):
-        return await KnowledgeBase.open(settings=settings)
+        return await KnowledgeBase.open(settings=settings, create=create)
 
 
-def _with_kb(store: StoreOptions, work: Callable[[KnowledgeBase], Awaitable[T]],
-             **settings: Any) -> T:
-    """Open the knowledge base, do ``work`` with it, close it."""
+def _with_kb(store: StoreOptions, work: Callable[[KnowledgeBase], Awaitable[T]], *,
+             create: bool = False, **settings: Any) -> T:
+    """Open the knowledge base, do ``work`` with it, close it. Only commands that put
+    something in the store make it (``create``); the others say there is none."""
     async def main() -> T:
-        async with await _open(store.settings(**settings)) as kb:
+        async with await _open(store.settings(**settings), create) as kb:
             return await work(kb)
 
     return _run(main)
@@ -198,8 +199,8 @@ def ingest(
         on_discovered, on_result = on_discovered_and_result
         report = _with_kb(store, lambda kb: kb.ingest(
             paths, glob=glob, force=force, retry_failed=retry_failed, on_result=on_result,
-            on_discovered=on_discovered), chunk_size=chunk_size, chunk_overlap=chunk_overlap,
-            chunk_context=chunk_context)
+            on_discovered=on_discovered), create=True, chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap, chunk_context=chunk_context)
     _show_report(report, as_json)
 
 
@@ -324,7 +325,7 @@ def sync_command(
                                      notebook=await resolve(kb), on_result=on_result,
                                      on_discovered=on_discovered)
 
-            report = _with_kb(store, once)
+            report = _with_kb(store, once, create=True)
         if as_json:
             _print_json(report.to_dict())
         else:
@@ -388,9 +389,9 @@ def sync_command(
     try:
         if status is not None:
             with status:
-                _with_kb(store, follow)
+                _with_kb(store, follow, create=True)
         else:
-            _with_kb(store, follow)
+            _with_kb(store, follow, create=True)
     except KeyboardInterrupt:
         err_console.print("stopped")
     raise typer.Exit(0)
@@ -518,7 +519,8 @@ def notebook_create(
     *, store: StoreOptions,
 ) -> None:
     """Create a notebook."""
-    nb = _with_kb(store, lambda kb: kb.notebooks.create_notebook(name, description))
+    nb = _with_kb(store, lambda kb: kb.notebooks.create_notebook(name, description),
+                  create=True)
     if as_json:
         _print_json(nb.to_dict())
         return
@@ -605,7 +607,7 @@ def add(
             nb = await kb.notebooks.create_notebook(notebook)
         return await kb.notebooks.add_paths(nb, paths, topics=topic or (), glob=glob)
 
-    _show_report(_with_kb(store, work), as_json)
+    _show_report(_with_kb(store, work, create=True), as_json)
 
 
 @app.command()
@@ -783,7 +785,7 @@ def serve(
     except SurrealDocsError as exc:
         _fail(str(exc))
     # off loopback, refuse before listening rather than after
-    if not config.loopback and _with_kb(store, lambda kb: kb.keys.count()) == 0:
+    if not config.loopback and _with_kb(store, lambda kb: kb.keys.count(), create=True) == 0:
         _fail(refuse_without_keys(host))
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
@@ -849,7 +851,8 @@ def keys_create(
     *, store: StoreOptions,
 ) -> None:
     """Create an API key and print it (the only time it is shown)."""
-    key, token = _with_kb(store, lambda kb: kb.keys.create(name, read_only=read_only))
+    key, token = _with_kb(store, lambda kb: kb.keys.create(name, read_only=read_only),
+                          create=True)
     if as_json:
         _print_json({**key.to_dict(), "key": token})
         return

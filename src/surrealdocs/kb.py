@@ -43,7 +43,7 @@ from .results import (
     SyncReport,
 )
 from .search import Searcher, query_words
-from .store.connection import Store, connect, store_path
+from .store.connection import Store, connect, resolve_url, store_missing, store_path
 from .store.documents import record_id
 from .store.names import Names
 from .store.schema import SCHEMA_VERSION, ensure_schema, layout_of, read_schema, vectors_apart
@@ -90,7 +90,7 @@ class KnowledgeBase:
     @classmethod
     async def open(cls, db: str | None = None, *, settings: Settings | None = None,
                    embedder: Embedder | None = None, run_jobs: bool = False,
-                   **overrides: Any) -> KnowledgeBase:
+                   create: bool = True, **overrides: Any) -> KnowledgeBase:
         """Open (and create or upgrade) a knowledge base.
 
         Args:
@@ -102,10 +102,19 @@ class KnowledgeBase:
                 without vectors (``chunked`` or ``embed`` false) load no model.
             run_jobs: start running queued background jobs now (they also start when this
                 process queues one).
+            create: make the store when it does not exist (a file store's folder);
+                ``False`` raises :class:`SchemaNotInitializedError` instead, so that a
+                command meant to read does not leave an empty store behind.
         """
         settings = settings or Settings.from_env(**overrides)
         if db is not None:
             settings = settings.replace(db=db)
+        missing = None if create else store_missing(resolve_url(settings.db))
+        if missing is not None:
+            raise SchemaNotInitializedError(
+                f"there is no store at {missing} (nothing was ingested there yet): give"
+                " --db (SURREALDOCS_DB) the store you mean, or make this one by ingesting"
+                " into it")
         if settings.vectors and embedder is None:
             # Loading a model or probing a provider blocks: keep it off the event loop.
             embedder = await asyncio.to_thread(get_embedder, settings.model, settings)

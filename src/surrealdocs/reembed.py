@@ -15,8 +15,8 @@ from typing import Any
 from .chunk import embedding_input
 from .config import Settings
 from .embed import Embedder, EmbeddingRunner, provenance
-from .errors import StoreError
-from .store.connection import connect
+from .errors import SchemaNotInitializedError, StoreError
+from .store.connection import connect, resolve_url, store_missing
 from .store.schema import (
     SCHEMA_VERSION,
     embedding_model_statement,
@@ -36,6 +36,9 @@ async def reembed(settings: Settings, embedder: Embedder,
 
     Returns the number of chunks embedded.
     """
+    missing = store_missing(resolve_url(settings.db))
+    if missing is not None:
+        raise SchemaNotInitializedError(f"there is no store at {missing}: nothing to re-embed")
     store = await connect(settings)
     try:
         schema = await read_schema(store)

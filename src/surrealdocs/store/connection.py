@@ -128,6 +128,23 @@ def _store_path(text: str) -> Path:
         raise ConfigurationError(f"cannot use {text} for the database: {reason}") from None
 
 
+def store_missing(url: str) -> Path | None:
+    """The folder of a file store that does not exist yet (``None`` when it exists, or the
+    store is not a file store)."""
+    folder = store_path(url)
+    if folder is None:
+        return None
+    try:
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+            return None  # a store, or something else there: opening says what
+        existing = next((p for p in folder.parents if p.exists()), None)
+        if existing is not None and not existing.is_dir():
+            return None  # under a file: opening says so
+    except OSError:
+        return None  # opening says why
+    return folder
+
+
 def check_store_folder(path: Path) -> None:
     """Refuse to make a store in a file, or in a folder of other files (``--db ./papers``
     would otherwise write the engine's files among the user's documents)."""
