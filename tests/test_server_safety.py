@@ -255,3 +255,45 @@ def test_the_mcp_endpoint_has_the_same_checks(tmp_path: Path) -> None:
         assert_error(c.post("/mcp/", json=hello,
                             headers={**mcp_headers, "Origin": "https://attacker.example"}),
                      403, "cross_site")
+
+
+# ----- an upload never replaces another document by accident ----------------------------
+def _upload(server: Any, name: str, data: bytes, **params: Any) -> dict[str, Any]:
+    r = server.client.post("/v1/uploads", params=params or None,
+                           files=[("files", (name, data))])
+    assert r.status_code == 202, r.text
+    body: dict[str, Any] = r.json()
+    assert server.wait_job(body["job"]["id"])["status"] == "done"
+    return body
+
+
+def _found(server: Any, word: str) -> list[str]:
+    r = server.client.get("/v1/search", params={"query": word, "mode": "text"})
+    return [h["source"] for h in r.json()["hits"]]
+
+
+def test_an_upload_with_a_taken_name_is_a_new_document(tmp_path: Path) -> None:
+    first = b"# Notes\n\nThe kingfisher dives for minnows."
+    second = b"# Notes\n\nThe dipper walks under water."
+    with serve(tmp_path) as server:
+        body = _upload(server, "notes.md", first)
+        assert body["files"][0]["source"] == "upload://notes.md"
+        assert "renamed_from" not in body["files"][0]
+        body = _upload(server, "notes.md", second)  # another file, the same name
+        assert body["files"][0]["source"] == "upload://notes (2).md"
+        assert body["files"][0]["renamed_from"] == "upload://notes.md"
+        assert _found(server, "kingfisher") == ["upload://notes.md"]  # the first is kept
+        assert _found(server, "dipper") == ["upload://notes (2).md"]
+        third = _upload(server, "notes.md", b"# Notes\n\nThe heron waits.")
+        assert third["files"][0]["source"] == "upload://notes (3).md"
+        # the same bytes again are the same file: unchanged, no new name
+        again = _upload(server, "notes.md", first)
+        assert again["files"][0]["source"] == "upload://notes.md"
+        assert server.client.get("/v1/stats").json()["documents"] == 3
+        # asked for, a file replaces the document of its name
+        _upload(server, "notes.md", b"# Notes\n\nThe grebe dives.", replace="true")
+        assert _found(server, "kingfisher") == []
+        assert _found(server, "grebe") == ["upload://notes.md"]
+        r = server.client.post("/v1/uploads", files=[("files", ("x.md", b"x"))],
+                               data={"replace": "maybe"})
+        assert_error(r, 422, "invalid_parameter")

@@ -144,6 +144,42 @@ class IngestJobs:
                                    "retry_failed": bool(retry_failed)}
         return await self.kb.jobs.submit(INGEST, payload=payload, start=start)
 
+    async def free_sources(self, files: Sequence[tuple[str, str]], *,
+                           replace: bool = False) -> list[str]:
+        """The source name each new file is stored under, given as ``(wanted name, SHA-256
+        of its bytes)``: the wanted name when nothing holds it yet, when what holds it has the
+        same bytes (the same file again: unchanged), or with ``replace``; otherwise the first
+        free ``NAME (2).ext``, ``NAME (3).ext``... so that a different file that happens to
+        have the same name never replaces another document. Names held by queued or running
+        ingest jobs count as taken."""
+        wanted = [name for name, _ in files]
+        records = await self.kb.storage.documents.file_records(wanted)
+        queued = {str(f.get("source")) for status in ("queued", "running")
+                  for j in await self.kb.jobs.list(status=status, kind=INGEST)
+                  for f in (j.payload or {}).get("files") or [] if isinstance(f, dict)}
+        out: list[str] = []
+        for name, digest in files:
+            record = records.get(name)
+            held = record is not None or name in queued or name in out
+            same = record is not None and record.get("file_hash") == digest
+            if replace or not held or (same and name not in out):
+                out.append(name)
+                continue
+            out.append(await self._free_variant(name, queued | set(out)))
+        return out
+
+    async def _free_variant(self, name: str, taken: set[str]) -> str:
+        stem, dot, ext = name.rpartition(".")
+        if not dot or "/" in ext:
+            stem, dot, ext = name, "", ""
+        for first in range(2, 10_002, 50):
+            candidates = [f"{stem} ({n}){dot}{ext}" for n in range(first, first + 50)]
+            stored = await self.kb.storage.documents.file_records(candidates)
+            for candidate in candidates:
+                if candidate not in stored and candidate not in taken:
+                    return candidate
+        raise ConfigurationError(f"too many files are named {name!r}")
+
     async def attach(self, report: IngestReport, notebook: Any = None,
                      topics: Sequence[str] = ()) -> None:
         """Put the documents of an ingest report in a notebook and tag them with topics."""

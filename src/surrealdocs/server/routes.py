@@ -104,7 +104,9 @@ _UPLOAD_BODY = {
                       "description": "Files (any part with a filename is a file)"},
             "notebook": {"type": "string", "description": "Put the documents in this notebook"},
             "topic": {"type": "array", "items": {"type": "string"}},
-            "force": {"type": "boolean"}}}}}}}
+            "force": {"type": "boolean"},
+            "replace": {"type": "boolean",
+                        "description": "A file may replace the document of the same name"}}}}}}}
 
 
 @router.post("/uploads", tags=["ingest"], status_code=202, openapi_extra=_UPLOAD_BODY,
@@ -114,11 +116,13 @@ _UPLOAD_BODY = {
 async def upload(request: Request, response: Response, who: Writer, state: State,
                  notebook: Annotated[str | None, Query()] = None,
                  topic: Annotated[list[str] | None, Query()] = None,
-                 force: Annotated[bool, Query()] = False) -> dict[str, Any]:
+                 force: Annotated[bool, Query()] = False,
+                 replace: Annotated[bool, Query()] = False) -> dict[str, Any]:
     """Files are streamed to the server's uploads folder and named ``upload://NAME``; the
     answer (202) carries the ingest job, whose progress is at ``/v1/jobs/{id}`` and
-    ``/v1/jobs/{id}/events``. A file with the same name as an earlier upload replaces it
-    when its bytes changed."""
+    ``/v1/jobs/{id}/events``. A file whose name an earlier upload holds with other bytes
+    is stored as ``NAME (2).ext`` (``renamed_from`` says so), unless ``replace`` asks for
+    it to become the new version of that document; the same bytes again are unchanged."""
     kb = state.require()
     if notebook is not None:  # an unknown notebook fails before the bytes are sent
         await kb.notebooks.resolve(notebook)
@@ -132,6 +136,12 @@ async def upload(request: Request, response: Response, who: Writer, state: State
         notebook = _one(fields, "notebook", notebook)
         topics = [*(topic or []), *fields.get("topic", []), *fields.get("topics", [])]
         force = force or _flag(_one(fields, "force", None))
+        replace = replace or _flag(_one(fields, "replace", None), "replace")
+        names = await kb.ingest_jobs.free_sources(
+            [(f.source, f.sha256) for f in received.files], replace=replace)
+        for f, name in zip(received.files, names):
+            if name != f.source:
+                f.renamed_from, f.source = f.source, name
         job = await kb.ingest_jobs.submit(
             [(f.source, f.path) for f in received.files], folder=folder, notebook=notebook,
             topics=topics, force=force)
@@ -149,7 +159,7 @@ def _one(fields: dict[str, list[str]], name: str, default: str | None) -> str | 
     return values[0] if values else default
 
 
-def _flag(value: str | None) -> bool:
+def _flag(value: str | None, name: str = "force") -> bool:
     if value is None:
         return False
     text = value.strip().lower()
@@ -157,7 +167,7 @@ def _flag(value: str | None) -> bool:
         return True
     if text in ("0", "false", "no", "off", ""):
         return False
-    raise ApiError(422, "invalid_parameter", f"force must be true or false, got {value!r}")
+    raise ApiError(422, "invalid_parameter", f"{name} must be true or false, got {value!r}")
 
 
 def _remove(folder: Path) -> None:

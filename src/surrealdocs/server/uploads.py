@@ -10,6 +10,7 @@ which extraction goes by).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import unicodedata
@@ -24,7 +25,7 @@ from starlette.requests import ClientDisconnect, Request
 from .errors import ApiError
 
 SOURCE_PREFIX = "upload://"
-FIELDS = ("notebook", "topic", "topics", "force")
+FIELDS = ("notebook", "topic", "topics", "force", "replace")
 MAX_FIELD_BYTES = 10_000
 MAX_NAME_CHARS = 500
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -36,9 +37,14 @@ class UploadedFile:
     source: str        # upload://name
     path: Path         # where it waits
     size: int = 0
+    sha256: str = ""
+    renamed_from: str | None = None  # the source it would have had, held by another file
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "source": self.source, "size": self.size}
+        out: dict[str, Any] = {"name": self.name, "source": self.source, "size": self.size}
+        if self.renamed_from:
+            out["renamed_from"] = self.renamed_from
+        return out
 
 
 @dataclass
@@ -135,6 +141,7 @@ class _Parts:
         self._name: str | None = None
         self._data = bytearray()
         self._sources: set[str] = set()
+        self._digest = hashlib.sha256()
 
     def callbacks(self) -> Any:
         return {"on_part_begin": self._begin, "on_part_data": self._data_cb,
@@ -192,6 +199,7 @@ class _Parts:
         self._sources.add(source)
         path = self.folder / disk_name(len(self.upload.files), source)
         self._file = UploadedFile(name=sent, source=source, path=path)
+        self._digest = hashlib.sha256()
         self.upload.files.append(self._file)
         self._out = open(path, "wb")  # noqa: SIM115 - closed in _end or close()
 
@@ -204,6 +212,7 @@ class _Parts:
                                     f"{self._file.name!r} is over the limit of"
                                     f" {self.max_file_bytes} bytes per file"))
             self._out.write(data[start:end])
+            self._digest.update(data[start:end])
         elif self._name is not None:
             self._data += data[start:end]
             if len(self._data) > MAX_FIELD_BYTES:
@@ -215,6 +224,8 @@ class _Parts:
         if self._out is not None:
             self._out.close()
             self._out = None
+            if self._file is not None:
+                self._file.sha256 = self._digest.hexdigest()
         elif self._name is not None:
             self.upload.fields.setdefault(self._name, []).append(
                 self._data.decode("utf-8", "replace"))

@@ -321,6 +321,18 @@
         if (xhr.status === 401) needKey(err.message);
         return;
       }
+      // the server names each file (a name another file holds gets " (2)"): follow those
+      rows.clear();
+      (body.files || []).forEach((f, i) => {
+        const a = accepted[i];
+        if (!a) return;
+        rows.set(f.source, a.row);
+        if (f.renamed_from) {
+          a.row.reason.textContent = `another file has this name: stored as ${f.source.replace(/^upload:\/\//, "")}`;
+          a.row.reason.className = "upload-reason warn";
+          a.row.reason.hidden = false;
+        }
+      });
       for (const a of accepted) { setBar(a.row, 0.5); a.row.state.textContent = "queued"; }
       followJob(body.job.id, rows);
     });
