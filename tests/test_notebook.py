@@ -22,6 +22,7 @@ from surrealdocs.notebook import (
     Source,
     SourceMatch,
 )
+from surrealdocs.results import id_text
 
 
 @pytest_asyncio.fixture
@@ -347,6 +348,6 @@ async def test_changed_file_stays_in_its_notebooks(nbs: NotebookService, tmp_pat
     assert "silently" in source.full_text and source.topics == ["birds"]
     for search in (nbs.text_search, nbs.vector_search):
         hits = await search("owls mice", notebook_id=nb.id)  # type: ignore[operator]
-        assert hits and all(h.document_id == str(source.id) for h in hits)
+        assert hits and all(h.document_id == id_text(source.id) for h in hits)
     c = await counts(nbs)
     assert c[nbs.kb.store.names.documents] == 1 and c[nbs.kb.store.names.reference] == 1

@@ -24,6 +24,7 @@ import surrealdocs.sync as sync_module
 from conftest import PATIENCE
 from surrealdocs import ConfigurationError, KnowledgeBase, Settings
 from surrealdocs.embed.hashing import HashingEmbedder
+from surrealdocs.results import id_text
 from surrealdocs.store.schema import SCHEMA_VERSION
 
 pytest_plugins = ["remote_engine"]
@@ -159,7 +160,7 @@ async def test_edit_one_paragraph_embeds_only_the_changed_chunks(
     (kept,) = await kb.store.query("SELECT id, content FROM chunks WHERE id IN $ids LIMIT 1;",
                                    {"ids": before})
     vector_hits = await kb.search(kept[0]["content"], mode="vector", limit=1)
-    assert vector_hits[0].chunk_id == str(kept[0]["id"])
+    assert vector_hits[0].chunk_id == id_text(kept[0]["id"])
     await healthy(kb)
     assert (await kb.stats()).documents == 1
 

@@ -32,7 +32,7 @@ from rich.table import Table
 from .config import Settings
 from .errors import NotFoundError, SurrealDocsError
 from .kb import KnowledgeBase
-from .results import FileResult, Hit, IngestReport, SyncReport
+from .results import FileResult, Hit, IngestReport, SyncReport, id_text
 from .search import MODES
 from .store.connection import resolve_url, serving_marker
 
@@ -540,7 +540,7 @@ def notebook_list(as_json: JsonOption = False, *, store: StoreOptions) -> None:
         table.add_column(column)
     for nb in notebooks:
         table.add_row(escape(nb.name) + (" [dim](archived)[/dim]" if nb.archived else ""),
-                      str(nb.source_count or 0), escape(nb.description), str(nb.id))
+                      str(nb.source_count or 0), escape(nb.description), id_text(nb.id))
     console.print(table)
 
 
@@ -567,7 +567,7 @@ def notebook_show(
         table.add_column(column, overflow="fold")
     for src in sources:
         table.add_row(escape(src.title or src.source or ""), str(src.chunk_count),
-                      escape(", ".join(src.topics)), str(src.id))
+                      escape(", ".join(src.topics)), id_text(src.id))
     console.print(table)
     for note in notes:
         console.print(f"note: {escape(note.title)}")
@@ -632,7 +632,7 @@ def jobs(
     for column in ("id", "kind", "target", "status", "progress", "error"):
         table.add_column(column, overflow="fold")
     for j in rows:
-        table.add_row(str(j.id), j.kind, str(j.target or ""), j.status, f"{j.progress:.0%}",
+        table.add_row(id_text(j.id), j.kind, str(j.target or ""), j.status, f"{j.progress:.0%}",
                       escape(j.error or ""))
     console.print(table)
 

@@ -31,7 +31,7 @@ from .discover import discover, os_reason, read_found
 from .embed import EmbeddingRunner, token_window
 from .errors import ConfigurationError, StoreError
 from .extract import Extracted, ExtractFailure, extract_bytes, extract_file
-from .results import STATUSES, FileResult, IngestReport
+from .results import STATUSES, FileResult, IngestReport, id_text
 from .store.chunks import IDS_TAKEN_MARK, Move
 from .store.connection import STALE_MARK, Statement
 from .store.documents import DocumentExistsError
@@ -263,7 +263,7 @@ class Ingestor:
                             src.key, file_hash, len(src.data), src.mtime_ns)
                     doc = previous.get("document")
                     return FileResult(src.key, "unchanged",
-                                      document_id=str(doc) if doc else None,
+                                      document_id=id_text(doc) if doc else None,
                                       reason=previous.get("error") if failed_before else None,
                                       last_status=previous["status"])
             if src.path is not None:
@@ -319,7 +319,7 @@ class Ingestor:
                     continue  # deleted meanwhile: look again
                 same_doc = previous is not None and str(previous.get("document")) == str(doc_id)
                 return FileResult(key, "unchanged" if same_doc else "duplicate",
-                                  document_id=str(doc_id))
+                                  document_id=id_text(doc_id))
             if state is not None:  # another writer's, or abandoned by a dead one
                 await self._wait_or_take_over(doc_id, state.idle_seconds)
                 continue
@@ -341,7 +341,7 @@ class Ingestor:
                     plan, stale = None, stale + 1
                     continue
             return FileResult(key, "updated" if was_there else "ingested",
-                              document_id=str(doc_id), chunks=len(doc.chunks),
+                              document_id=id_text(doc_id), chunks=len(doc.chunks),
                               embedded=embedded)
 
     async def _plan(self, key: str, doc: Extracted, doc_id: RecordID,

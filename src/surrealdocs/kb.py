@@ -41,6 +41,7 @@ from .results import (
     Passage,
     Stats,
     SyncReport,
+    id_text,
 )
 from .search import Searcher, query_words
 from .store.connection import Store, connect, resolve_url, store_missing, store_path
@@ -469,7 +470,7 @@ class KnowledgeBase:
         spans = [s for s in (_span(r) for r in await self.storage.chunks.spans(doc))
                  if s.char_start < end and s.char_end > start] if self.settings.chunked else []
         pages = [p for s in spans for p in (s.page, s.last_page) if p is not None]
-        return Passage(document_id=str(doc), source=row.get("source"), title=row.get("title"),
+        return Passage(document_id=id_text(doc), source=row.get("source"), title=row.get("title"),
                        text=content[start:end], char_start=start, char_end=end,
                        first_page=min(pages) if pages else None,
                        last_page=max(pages) if pages else None, chunks=spans)
@@ -480,7 +481,7 @@ class KnowledgeBase:
             raise NotFoundError(f"no document {doc}")
         start, end = min(s.char_start for s in spans), max(s.char_end for s in spans)
         pages = [p for s in spans for p in (s.page, s.last_page) if p is not None]
-        return Passage(document_id=str(doc), source=row.get("source"), title=row.get("title"),
+        return Passage(document_id=id_text(doc), source=row.get("source"), title=row.get("title"),
                        text=(row.get("content") or "")[start:end], char_start=start,
                        char_end=end, first_page=min(pages) if pages else None,
                        last_page=max(pages) if pages else None, chunks=spans)
@@ -519,7 +520,7 @@ class KnowledgeBase:
 
 def _document(row: dict[str, Any]) -> Document:
     return Document(
-        id=str(row["id"]), source=row.get("source"), sources=list(row.get("sources") or []),
+        id=id_text(row["id"]), source=row.get("source"), sources=list(row.get("sources") or []),
         title=row.get("title"), mime_type=row.get("mime_type") or "",
         chunk_count=int(row.get("chunk_count") or 0),
         characters=int(row.get("characters") or len(row.get("content") or "")),
@@ -531,7 +532,7 @@ def _document(row: dict[str, Any]) -> Document:
 
 
 def _span(row: dict[str, Any]) -> ChunkSpan:
-    return ChunkSpan(chunk_id=str(row["id"]), index=int(row.get("chunk_index") or 0),
+    return ChunkSpan(chunk_id=id_text(row["id"]), index=int(row.get("chunk_index") or 0),
                      char_start=int(row.get("char_start") or 0),
                      char_end=int(row.get("char_end") or 0), page=row.get("page_number"),
                      last_page=row.get("last_page"))

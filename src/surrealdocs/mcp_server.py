@@ -32,7 +32,7 @@ from .config import Settings
 from .errors import ConfigurationError, NotFoundError, SurrealDocsError
 from .kb import KnowledgeBase
 from .notebook import Notebook
-from .results import Document, Hit, IngestReport, Passage, jsonable
+from .results import Document, Hit, IngestReport, Passage, id_text, jsonable
 
 DEFAULT_MAX_CHARS = 8_000
 MIN_MAX_CHARS = 1_000
@@ -341,7 +341,7 @@ short; `next_offset` then goes on from there).""")
         with _tool_errors():
             documents = await kb.documents(offset=offset, limit=limit, notebook=notebook)
             total = await kb.count_documents(notebook=notebook)
-            names = {str(nb.id): nb.name for nb in await kb.notebooks.list_notebooks()} \
+            names = {id_text(nb.id): nb.name for nb in await kb.notebooks.list_notebooks()} \
                 if any(d.notebooks for d in documents) else {}
         payload: dict[str, Any] = {
             "total": total, "offset": offset, "count": len(documents),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,11 +17,25 @@ from surrealdb import RecordID
 STATUSES = ("ingested", "updated", "unchanged", "duplicate", "empty", "failed", "skipped")
 
 
-def jsonable(value: Any) -> Any:
-    """``value`` with record ids as ``table:key`` strings and datetimes as ISO 8601, so that
-    ``json.dumps`` takes it."""
+def id_text(value: Any) -> str:
+    """A record id as every face shows it: ``table:key``, the key as the engine holds it,
+    without SurrealQL's escaping (``documents:9f2c…``, never ``documents:⟨9f2c…⟩``). Every
+    face takes it back (and the escaped form too)."""
     if isinstance(value, RecordID):
-        return str(value)
+        return ":".join((str(value.table_name), str(value.id)))
+    text = str(value)
+    match = _ESCAPED.fullmatch(text)
+    return f"{match.group(1)}:{match.group(2)}" if match else text
+
+
+_ESCAPED = re.compile(r"(\w+):⟨(.*)⟩", re.DOTALL)
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with record ids as ``table:key`` strings (:func:`id_text`) and datetimes as
+    ISO 8601, so that ``json.dumps`` takes it."""
+    if isinstance(value, RecordID):
+        return id_text(value)
     if isinstance(value, dt.datetime):
         return value.isoformat()
     if isinstance(value, dict):

@@ -26,7 +26,7 @@ from .embed import EmbeddingRunner
 from .errors import ConfigurationError, DimensionMismatchError
 from .filters import Filters, glob_to_regex
 from .fusion import fuse
-from .results import Hit
+from .results import Hit, id_text
 from .store.chunks import is_visible
 from .store.documents import record_id
 from .store.storage import Storage
@@ -297,7 +297,7 @@ async def _distinct_documents(fetch: Callable[[int], Awaitable[list[Hit]]], want
 
 def _hit(row: dict[str, Any], score: float) -> Hit:
     """A hit from a leg's row (its details are filled in by ``_fill`` when it is shown)."""
-    hit = Hit(chunk_id=str(row["id"]), document_id=str(row["document"]), source="",
+    hit = Hit(chunk_id=id_text(row["id"]), document_id=id_text(row["document"]), source="",
               title=None, mime_type="", content="", chunk_index=0, char_start=0, char_end=0,
               page=None, last_page=None, score=score)
     if "content" in row:  # a whole document (documents-only stores): shown as it is

@@ -44,7 +44,7 @@ from .config import Settings
 from .discover import Problem, discover_paths, glob_regex, open_found
 from .errors import ConfigurationError
 from .ingest import Ingestor, ProgressCallback, recorded_mtime
-from .results import FileResult, PlannedChange, SyncReport
+from .results import FileResult, PlannedChange, SyncReport, id_text
 from .store.storage import Storage
 
 HASH_CONCURRENCY = 4
@@ -198,7 +198,7 @@ class Syncer:
                                                       s.size, s.mtime_ns)
             if moved:
                 doc = r.get("document")
-                done(FileResult(s.path, "renamed", document_id=str(doc) if doc else None,
+                done(FileResult(s.path, "renamed", document_id=id_text(doc) if doc else None,
                                 previous=r["path"], last_status=r.get("status"),
                                 reason=r.get("error")))
             else:  # changed meanwhile: the long way
@@ -210,7 +210,7 @@ class Syncer:
                                                    r.get("mime_type") or "", r["document"],
                                                    s.mtime_ns)
             if added:
-                done(FileResult(s.path, "duplicate", document_id=str(r["document"])))
+                done(FileResult(s.path, "duplicate", document_id=id_text(r["document"])))
             else:
                 ingest.append(s.path)
         ingest += [s.path for s in plan.adds] + [s.path for s, _ in plan.updates]
@@ -221,7 +221,7 @@ class Syncer:
                 gone = await documents.forget_source(r["path"])
             if gone:
                 done(FileResult(r["path"], "deleted",
-                                document_id=str(r["document"]) if r.get("document") else None))
+                                document_id=id_text(r["document"]) if r.get("document") else None))
         return results
 
     async def sync(self, paths: Sequence[str | Path], glob: str = "**/*", *,
@@ -385,7 +385,7 @@ def _hash_file(path: str) -> str | None:
 def _unchanged(seen: _Seen, record: dict[str, Any]) -> FileResult:
     doc = record.get("document")
     failed_before = record.get("status") in ("failed", "empty")
-    return FileResult(seen.path, "unchanged", document_id=str(doc) if doc else None,
+    return FileResult(seen.path, "unchanged", document_id=id_text(doc) if doc else None,
                       reason=record.get("error") if failed_before else None,
                       last_status=record.get("status"))
 

@@ -19,6 +19,7 @@ from fastapi.responses import StreamingResponse
 from .. import __version__
 from ..jobs import JOB_STATUSES, Job
 from ..kb import MAX_OFFSET, KnowledgeBase
+from ..results import id_text
 from ..search import MODES
 from .auth import Access, presented_token, reader, server_state, writer
 from .errors import ApiError
@@ -148,7 +149,7 @@ async def upload(request: Request, response: Response, who: Writer, state: State
     except BaseException:  # (not awaited: this may be a cancellation)
         _remove(folder)
         raise
-    response.headers["Location"] = f"/v1/jobs/{quote(str(job.id), safe=':')}"
+    response.headers["Location"] = f"/v1/jobs/{quote(id_text(job.id), safe=':')}"
     return {"job": job_view(job), "files": [f.to_dict() for f in received.files]}
 
 
@@ -267,7 +268,7 @@ async def notebooks(who: Reader, state: State) -> dict[str, Any]:
 async def create_notebook(body: NotebookRequest, who: Writer, state: State,
                           response: Response) -> dict[str, Any]:
     nb = await state.require().notebooks.create_notebook(body.name, body.description)
-    response.headers["Location"] = f"/v1/notebooks/{quote(str(nb.id), safe=':')}"
+    response.headers["Location"] = f"/v1/notebooks/{quote(id_text(nb.id), safe=':')}"
     return nb.to_dict()
 
 
@@ -289,7 +290,7 @@ async def _membership(kb: KnowledgeBase, ref: str, doc: str, *, member: bool
     nb = await kb.notebooks.get_notebook(ref)
     document = await kb.document(doc, text=False)
     await (kb.notebooks.link if member else kb.notebooks.unlink)(document.id, nb)
-    return {"notebook": str(nb.id), "document": document.id, "member": member}
+    return {"notebook": id_text(nb.id), "document": document.id, "member": member}
 
 
 @router.get("/notebooks/{ref:path}", tags=["notebooks"],
@@ -313,7 +314,7 @@ async def delete_notebook(ref: str, who: Writer, state: State,
     kb = state.require()
     nb = await kb.notebooks.get_notebook(ref)
     await kb.notebooks.delete_notebook(nb, delete_exclusive_sources=delete_sources)
-    return {"deleted": str(nb.id), "name": nb.name}
+    return {"deleted": id_text(nb.id), "name": nb.name}
 
 
 # ----- jobs ---------------------------------------------------------------------------

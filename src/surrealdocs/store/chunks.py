@@ -46,6 +46,7 @@ from ..chunk import Chunk
 from ..config import Settings
 from ..errors import StoreError
 from ..filters import Filters
+from ..results import id_text
 from .conditions import filter_conditions
 from .connection import STALE_MARK, Statement, Store
 from .schema import hnsw_index_sql, vector_table_sql
@@ -688,7 +689,7 @@ class ChunkStorage:
             return {}
         (rows,) = await self.store.query(f"SELECT {_DETAIL_FIELDS} FROM $ids;",
                                          {"ids": list(chunks)})
-        return {str(r["id"]): r for r in rows or []}
+        return {id_text(r["id"]): r for r in rows or []}
 
     # ----- re-embedding with another model --------------------------------------------
     async def drop_vector_indexes(self) -> None:
