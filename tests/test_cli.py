@@ -140,3 +140,14 @@ def test_notebook_commands(tmp_path: Path) -> None:
     assert json.loads(out)["documents"] == 1
     code, out = run("search", "x", "--notebook", "Papers", *common)
     assert code == 2 and "no notebook" in out
+
+
+def test_counts_are_spelled_right(tmp_path: Path) -> None:
+    f = tmp_path / "one.md"
+    f.write_text("# One\n\nA single short paragraph about wrens.")
+    db = str(tmp_path / "kb")
+    code, out = run("ingest", str(f), "--db", db, "--model", "hashing-64")
+    assert code == 0 and "1 file, 1 chunk written" in out, out
+    code, out = run("sync", str(tmp_path), "--db", db, "--model", "hashing-64")
+    assert code == 0 and "1 file in 1 folder: 0 chunks written" in out, out
+    assert "1 chunks" not in out and "1 files" not in out

@@ -266,3 +266,25 @@ def test_open_found_refuses_what_discovery_did_not_see(swapped: dict[str, Path])
     os.mkfifo(found)  # never opened for a read that would wait
     with pytest.raises(ReplacedFile, match="regular file"):
         read_found(found, 10_000)
+
+
+async def test_a_folder_holding_the_store_does_not_ingest_the_store(tmp_path: Path) -> None:
+    """`surrealdocs sync .` with `--db ./kb`: the engine's own files were ingested (and
+    failed, as binary) beside the user's."""
+    from surrealdocs import Settings
+
+    write(tmp_path / "notes.md", "# Notes\n\nAbout wrens.")
+    settings = Settings(db=str(tmp_path / "kb"), model="hashing-64",
+                        uploads_dir=str(tmp_path / "uploads"))
+    (tmp_path / "uploads").mkdir()
+    write(tmp_path / "uploads" / "waiting.md", "# Waiting\n\nAn upload not yet ingested.")
+    async with await KnowledgeBase.open(settings=settings) as kb:
+        for run in (lambda: kb.ingest([tmp_path]), lambda: kb.sync([tmp_path]),
+                    lambda: kb.ingest([tmp_path / "kb"])):
+            report = await run()
+            taken = [r.source for r in report.results if r.status not in ("skipped",)]
+            assert [Path(s).name for s in taken] == ["notes.md"] or taken == [], taken
+            assert report.counts["failed"] == 0, report.results
+        skipped = [r for r in report.results if r.status == "skipped"]
+        assert skipped and "store's own files" in (skipped[0].reason or "")
+        assert (await kb.stats()).documents == 1

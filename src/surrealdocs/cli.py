@@ -132,6 +132,11 @@ def _escape_char(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 file``, ``2 files``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def _run(work: Callable[[], Awaitable[T]]) -> T:
     """Run a command's coroutine; a surrealdocs error becomes its message and exit code 2."""
     async def main() -> T:
@@ -254,7 +259,7 @@ def _print_report(report: IngestReport) -> None:
     console.print(table)
     rate = files / report.seconds if report.seconds else 0.0
     console.print(
-        f"{files} files, {report.chunks_written} chunks written"
+        f"{_count(files, 'file')}, {_count(report.chunks_written, 'chunk')} written"
         f" ({report.chunks_embedded} embedded) in {report.seconds:.1f} s"
         f" ({rate:.1f} files/s)" + ("; vector index rebuilt" if report.index_rebuilt else ""))
     _print_problems(report.failures)
@@ -357,7 +362,7 @@ def sync_command(
                 console.print(f"{stamp} {r.status} {where}{escape(r.source)}{why}",
                               soft_wrap=True)
         files = len(report.plan)
-        line = (f"watching {folders} folder{'s' if folders != 1 else ''} ({files} files);"
+        line = (f"watching {_count(folders, 'folder')} ({_count(files, 'file')});"
                 f" last pass {dt.datetime.now():%H:%M:%S}"
                 f" ({report.seconds:.1f} s); Ctrl-C to stop")
         if status is not None:
@@ -426,10 +431,11 @@ def _print_sync(report: SyncReport) -> None:
         table.add_row(f"[{style}]{label}[/]" if style else label, str(counts[status]))
     console.print(table)
     console.print(
-        f"{len(report.plan)} files in {len(report.roots)} folder"
-        f"{'s' if len(report.roots) != 1 else ''}: {report.chunks_written} chunks written"
+        f"{_count(len(report.plan), 'file')} in {_count(len(report.roots), 'folder')}:"
+        f" {_count(report.chunks_written, 'chunk')} written"
         f" ({report.chunks_embedded} embedded) in {report.seconds:.1f} s"
-        + (f"; {report.linked} documents put in the notebook" if report.linked else "")
+        + (f"; {_count(report.linked, 'document')} put in the notebook" if report.linked
+           else "")
         + ("; vector index rebuilt" if report.index_rebuilt else ""))
     moved = [r for r in report.results if r.status in ("renamed", "deleted")]
     for r in moved[:_SHOWN_CHANGES]:
@@ -562,7 +568,7 @@ def notebook_show(
                      "notes": [n.to_dict() for n in notes]})
         return
     console.print(f"[bold]{escape(nb.name)}[/bold] {escape(nb.description)} ({nb.id})")
-    table = Table(title=f"{len(sources)} sources")
+    table = Table(title=_count(len(sources), "source"))
     for column in ("title", "chunks", "topics", "id"):
         table.add_column(column, overflow="fold")
     for src in sources:
@@ -710,7 +716,7 @@ def reembed(*, store: StoreOptions) -> None:
 
     with progress:
         n = _run(work)
-    console.print(f"{n} chunks re-embedded with {escape(model)}")
+    console.print(f"{_count(n, 'chunk')} re-embedded with {escape(model)}")
 
 
 # ----- MCP -------------------------------------------------------------------------------
@@ -980,7 +986,8 @@ def eval_command(
     if len(reports) == 1:
         report = reports[0]
         title = (f"{escape(report.dataset)} ({escape(report.split)}): {report.queries}"
-                 f" queries, {report.documents} documents, {report.chunks} chunks")
+                 f" queries, {_count(report.documents, 'document')},"
+                 f" {_count(report.chunks, 'chunk')}")
     else:
         title = f"{len(reports)} datasets ({escape(split)})"
     table = Table(title=title)

@@ -28,6 +28,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+OWN_FILES = "the store's own files: not ingested"
+
+
+class _Own:
+    """The folders whose files are never ingested (a store's own)."""
+
+    def __init__(self, folders: Iterable[Path]) -> None:
+        self.folders = [Path(os.path.realpath(f)) for f in folders]
+
+    def holds(self, path: Path) -> bool:
+        if not self.folders:
+            return False
+        real = Path(os.path.realpath(path))
+        return any(real == f or real.is_relative_to(f) for f in self.folders)
+
 
 class Problem(NamedTuple):
     """A path that yields no file to ingest. ``status`` is ``failed`` (it could not be
@@ -52,18 +67,20 @@ class Discovery:
         return [p for p in self.problems if p.status == "skipped"]
 
 
-def discover(paths: Iterable[str | Path], glob: str = "**/*",
-             include_hidden: bool = False) -> tuple[list[Path], list[Problem]]:
+def discover(paths: Iterable[str | Path], glob: str = "**/*", include_hidden: bool = False,
+             exclude: Iterable[Path] = ()) -> tuple[list[Path], list[Problem]]:
     """Files named by ``paths`` (directories expanded with ``glob``), and the paths that gave
-    no file, each with its reason and status (see :class:`Problem`)."""
-    found = discover_paths(paths, glob, include_hidden)
+    no file, each with its reason and status (see :class:`Problem`). Nothing inside the
+    folders ``exclude`` (the store's own files) is taken: they are skipped with a reason."""
+    found = discover_paths(paths, glob, include_hidden, exclude)
     return found.files, found.problems
 
 
 def discover_paths(paths: Iterable[str | Path], glob: str = "**/*",
-                   include_hidden: bool = False) -> Discovery:
+                   include_hidden: bool = False, exclude: Iterable[Path] = ()) -> Discovery:
     out = Discovery()
     seen: set[Path] = set()
+    own = _Own(exclude)
     pattern: re.Pattern[str] | None = None
     for raw in paths:
         path = Path(raw).expanduser()
@@ -72,6 +89,9 @@ def discover_paths(paths: Iterable[str | Path], glob: str = "**/*",
         except OSError as exc:
             out.problems.append(Problem(str(raw), os_reason(exc)))
             continue
+        if own.holds(path):
+            out.problems.append(Problem(str(raw), OWN_FILES, "skipped"))
+            continue
         if stat.S_ISDIR(info.st_mode):
             if pattern is None:
                 try:
@@ -79,7 +99,7 @@ def discover_paths(paths: Iterable[str | Path], glob: str = "**/*",
                 except ValueError as exc:
                     out.problems.append(Problem(str(raw), str(exc)))
                     continue
-            _walk(path, pattern, include_hidden, out, seen)
+            _walk(path, pattern, include_hidden, out, seen, own)
         elif stat.S_ISREG(info.st_mode):
             _add(path.resolve(), out, seen)
         else:
@@ -94,7 +114,7 @@ def _add(resolved: Path, out: Discovery, seen: set[Path]) -> None:
 
 
 def _walk(root: Path, pattern: re.Pattern[str], include_hidden: bool, out: Discovery,
-          seen: set[Path]) -> None:
+          seen: set[Path], own: _Own) -> None:
     root = Path(os.path.abspath(root))  # entries are reported by absolute path, unresolved
     real_root = root.resolve()
     matched: list[Path] = []
@@ -111,6 +131,9 @@ def _walk(root: Path, pattern: re.Pattern[str], include_hidden: bool, out: Disco
             if not include_hidden and name.startswith("."):
                 continue
             full = here / name
+            if own.holds(full):
+                out.problems.append(Problem(str(full), OWN_FILES, "skipped"))
+                continue
             try:
                 linked = full.is_symlink()
             except OSError as exc:

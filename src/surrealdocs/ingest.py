@@ -31,6 +31,7 @@ from .discover import discover, os_reason, read_found
 from .embed import EmbeddingRunner, token_window
 from .errors import ConfigurationError, StoreError
 from .extract import Extracted, ExtractFailure, extract_bytes, extract_file
+from .ingest_jobs import own_folders
 from .results import STATUSES, FileResult, IngestReport, id_text
 from .store.chunks import IDS_TAKEN_MARK, Move
 from .store.connection import STALE_MARK, Statement
@@ -124,7 +125,7 @@ class Ingestor:
                            on_result: ProgressCallback | None = None,
                            on_discovered: Callable[[int], None] | None = None) -> IngestReport:
         started = time.perf_counter()
-        files, unusable = discover(paths, glob)
+        files, unusable = discover(paths, glob, exclude=own_folders(self.settings))
         if on_discovered:
             on_discovered(len(files) + len(unusable))
         report = IngestReport(results=[FileResult(p.source, p.status, reason=p.reason)

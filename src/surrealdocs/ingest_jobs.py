@@ -65,6 +65,16 @@ def store_folder(settings: Settings) -> Path | None:
     return store_path(resolve_url(settings.db))
 
 
+def own_folders(settings: Settings) -> list[Path]:
+    """The store's own files (its engine folder, its uploads waiting for their job, the
+    marker a server leaves beside it), which an ingest or sync of a folder around them must
+    not take in."""
+    store = store_folder(settings)
+    if store is None:
+        return [uploads_dir(settings)] if settings.uploads_dir else []
+    return [store, uploads_dir(settings), store.with_name(store.name + ".serving")]
+
+
 def check_uploads_dir(settings: Settings) -> Path:
     """The uploads directory, refused when it holds the store or lies inside it (an upload
     folder there could be taken for the store's files, or the store's for an upload's)."""

@@ -44,6 +44,7 @@ from .config import Settings
 from .discover import Problem, discover_paths, glob_regex, open_found
 from .errors import ConfigurationError
 from .ingest import Ingestor, ProgressCallback, recorded_mtime
+from .ingest_jobs import own_folders
 from .results import FileResult, PlannedChange, SyncReport, id_text
 from .store.storage import Storage
 
@@ -102,7 +103,8 @@ class Syncer:
     # ----- planning -----------------------------------------------------------------
     async def plan(self, paths: Sequence[str | Path], glob: str = "**/*") -> SyncPlan:
         """Compare the folders with the store; reads only files whose size or time moved."""
-        found = await asyncio.to_thread(discover_paths, paths, glob)
+        found = await asyncio.to_thread(discover_paths, paths, glob, False,
+                                        own_folders(self.settings))
         roots, scope_problems = _roots(paths)
         plan = SyncPlan(roots=[str(r) for r, _ in roots], problems=list(found.problems))
         pattern = glob_regex(glob)
