@@ -84,6 +84,9 @@ async def test_garbage_pdf_fails_with_reason(tmp_path: Path) -> None:
     out = await extract_file(bad, SETTINGS)
     assert isinstance(out, ExtractFailure) and out.kind == "failed"
     assert "PDF" in out.reason
+    # said once, without the nested libraries' class names (it was "ParsingError: Invalid
+    # PDF: PdfiumLibraryInternalError: FormatError: Invalid PDF: ...")
+    assert out.reason.count("Invalid PDF") <= 1 and "PdfiumLibrary" not in out.reason, out.reason
 
 
 async def test_empty_file_is_reported_as_empty(tmp_path: Path) -> None:

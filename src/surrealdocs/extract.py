@@ -527,10 +527,18 @@ def _reason(exc: BaseException) -> str:
         text = text[len(name) + 2:]
     if text.startswith(("Parsing error: ", "Validation error: ")):
         text = text.split(": ", 1)[1]
-    first, _, rest = text.partition(": ")
-    if rest.startswith(first):
-        text = rest
+    # nested libraries add their own class names and repeat the message:
+    # "Invalid PDF: PdfiumLibraryInternalError: FormatError: Invalid PDF: ..." says it once
+    parts: list[str] = []
+    for part in text.split(": "):
+        if _ERROR_NAME.fullmatch(part) or part in parts:
+            continue
+        parts.append(part)
+    text = ": ".join(parts) or text
     return f"{name}: {text}" if name not in ("Exception", "RuntimeError") else text
+
+
+_ERROR_NAME = re.compile(r"[A-Z][A-Za-z0-9]*(?:Error|Exception)")
 
 
 def from_kreuzberg(source: str, result: Any, *, chunked: bool = True) -> ExtractOutcome:
