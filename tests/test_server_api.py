@@ -412,8 +412,9 @@ def test_bad_input_everywhere_is_4xx(birds_server: Server) -> None:
         (c.delete("/v1/notebooks/nope"), 404),
         (c.post("/v1/texts", json={"texts": []}), 422),
         (c.post("/v1/texts", json={"texts": [{"source": "", "text": "x"}]}), 422),
+        # (a name no notebook has makes one; an id that is not there is not found)
         (c.post("/v1/texts", json={"texts": [{"source": "a", "text": "x"}],
-                                   "notebook": "Nope"}), 404),
+                                   "notebook": "notebook:nope"}), 404),
         (c.post("/v1/texts", json={"texts": [{"source": "a", "text": "x"},
                                              {"source": "a", "text": "y"}]}), 422),
         (c.post("/v1/texts", json={"texts": [{"source": "a", "text": "x"}],
@@ -444,8 +445,8 @@ def test_upload_limits_and_bad_uploads(tmp_path: Path) -> None:
         assert_error(c.post("/v1/uploads", files=[("note", (None, "hello"))]), 422)
         assert_error(upload(server, ("a.txt", b"1"), ("a.txt", b"2")), 422)
         assert_error(upload(server, ("../..", b"1")), 422)
-        assert_error(upload(server, ("a.txt", b"1"), notebook="Nope"), 404, "not_found")
-        assert_error(c.post("/v1/uploads", data={"notebook": "Nope"},
+        assert_error(upload(server, ("a.txt", b"1"), notebook="notebook:nope"), 404, "not_found")
+        assert_error(c.post("/v1/uploads", data={"notebook": "notebook:nope"},
                             files=[("files", ("a.txt", b"1"))]), 404, "not_found")
         assert_error(c.post("/v1/uploads", data={"force": "perhaps"},
                             files=[("files", ("a.txt", b"1"))]), 422)

@@ -297,3 +297,24 @@ def test_an_upload_with_a_taken_name_is_a_new_document(tmp_path: Path) -> None:
         r = server.client.post("/v1/uploads", files=[("files", ("x.md", b"x"))],
                                data={"replace": "maybe"})
         assert_error(r, 422, "invalid_parameter")
+
+
+def test_writes_into_a_new_notebook_name_make_it_as_every_face_does(tmp_path: Path) -> None:
+    """The README's upload into ?notebook=Research answered 404 (the CLI's add made it)."""
+    with serve(tmp_path) as server:
+        c = server.client
+        r = c.post("/v1/uploads", params={"notebook": "Research"},
+                   files=[("files", ("herons.md", HERONS))])
+        assert r.status_code == 202, r.text
+        assert server.wait_job(r.json()["job"]["id"])["status"] == "done"
+        nb = c.get("/v1/notebooks/Research").json()
+        assert [s["source"] for s in nb["sources"]] == ["upload://herons.md"]
+        r = c.post("/v1/texts", json={"notebook": "Field notes", "texts": [
+            {"source": "note://1", "text": "egrets at dawn"}]})
+        assert r.status_code == 200, r.text
+        assert c.get("/v1/notebooks/Field%20notes").json()["source_count"] == 1
+        # an id that is not there is not made
+        assert_error(c.post("/v1/texts", json={"notebook": "notebook:nope", "texts": [
+            {"source": "note://2", "text": "x"}]}), 404, "not_found")
+        assert_error(c.post("/v1/uploads", params={"notebook": "notebook:nope"},
+                            files=[("files", ("x.md", b"x"))]), 404, "not_found")

@@ -582,7 +582,8 @@ def cli(*args: str) -> tuple[int, str]:
 
     from surrealdocs.cli import app
 
-    result = CliRunner().invoke(app, list(args))
+    # wide enough that a temporary path is not wrapped inside a table cell
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "250"})
     assert result.exception is None or isinstance(result.exception, SystemExit), \
         repr(result.exception)
     assert "Traceback" not in result.output

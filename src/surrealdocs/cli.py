@@ -314,14 +314,14 @@ def sync_command(
     async def resolve(kb: KnowledgeBase) -> Any:
         if notebook is None:
             return None
+        if not dry_run:
+            return await kb.notebooks.for_writing(notebook)
         try:
             return await kb.notebooks.get_notebook(notebook)
         except NotFoundError:
-            if dry_run:
-                console.print(f"notebook {escape(notebook)} does not exist yet: the sync"
-                              " will create it")
-                return None
-            return await kb.notebooks.create_notebook(notebook)
+            console.print(f"notebook {escape(notebook)} does not exist yet: the sync"
+                          " will create it")
+            return None
 
     if not watch:
         with _ingest_progress(as_json, "sync") as (on_discovered, on_result):
@@ -607,10 +607,7 @@ def add(
 ) -> None:
     """Ingest files into a notebook (creating the notebook if it does not exist)."""
     async def work(kb: KnowledgeBase) -> IngestReport:
-        try:
-            nb = await kb.notebooks.get_notebook(notebook)
-        except NotFoundError:
-            nb = await kb.notebooks.create_notebook(notebook)
+        nb = await kb.notebooks.for_writing(notebook)
         return await kb.notebooks.add_paths(nb, paths, topics=topic or (), glob=glob)
 
     _show_report(_with_kb(store, work, create=True), as_json)

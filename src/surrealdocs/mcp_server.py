@@ -429,13 +429,13 @@ async def _notebook_for_writing(kb: KnowledgeBase, ref: str | None,
                                 create: bool) -> Notebook | None:
     if ref is None:
         return None
+    if create:
+        return await kb.notebooks.for_writing(ref)
     try:
         return await kb.notebooks.get_notebook(ref)
     except NotFoundError:
-        if not create:
-            raise NotFoundError(f"no notebook {ref!r} (set create_notebook to create it)"
-                                ) from None
-        return await kb.notebooks.create_notebook(ref)
+        raise NotFoundError(f"no notebook {ref!r} (set create_notebook to create it)"
+                            ) from None
 
 
 def mcp_http_app(kb: KnowledgeBase, *, allow_writes: bool = False,

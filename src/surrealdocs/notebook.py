@@ -229,6 +229,20 @@ class NotebookService:
         return self.kb.embedding
 
     # ----- notebooks -----------------------------------------------------------------
+    async def for_writing(self, ref: Any) -> Notebook:
+        """The notebook a write files documents into, by one rule for every face: found by
+        id or name, or, for a name no notebook has, made (an id that is not there is not
+        found)."""
+        try:
+            return await self.get_notebook(ref)
+        except NotFoundError:
+            if not isinstance(ref, str) or ref.startswith(self.storage.notebooks.table + ":"):
+                raise
+        try:
+            return await self.create_notebook(ref)
+        except AlreadyExistsError:  # made by another write meanwhile
+            return await self.get_notebook(ref)
+
     async def create_notebook(self, name: str, description: str = "") -> Notebook:
         return await self.save_notebook(Notebook(name=name, description=description))
 

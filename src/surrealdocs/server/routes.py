@@ -125,8 +125,8 @@ async def upload(request: Request, response: Response, who: Writer, state: State
     is stored as ``NAME (2).ext`` (``renamed_from`` says so), unless ``replace`` asks for
     it to become the new version of that document; the same bytes again are unchanged."""
     kb = state.require()
-    if notebook is not None:  # an unknown notebook fails before the bytes are sent
-        await kb.notebooks.resolve(notebook)
+    if notebook is not None and notebook.startswith("notebook:"):
+        await kb.notebooks.resolve(notebook)  # an unknown id fails before the bytes are sent
     config = state.config
     folder = kb.ingest_jobs.new_folder()
     try:
@@ -137,6 +137,8 @@ async def upload(request: Request, response: Response, who: Writer, state: State
         notebook = _one(fields, "notebook", notebook)
         topics = [*(topic or []), *fields.get("topic", []), *fields.get("topics", [])]
         force = force or _flag(_one(fields, "force", None))
+        if notebook is not None:  # a name no notebook has makes one, as in every face
+            notebook = id_text((await kb.notebooks.for_writing(notebook)).id)
         replace = replace or _flag(_one(fields, "replace", None), "replace")
         names = await kb.ingest_jobs.free_sources(
             [(f.source, f.sha256) for f in received.files], replace=replace)
@@ -178,13 +180,12 @@ def _remove(folder: Path) -> None:
 @router.post("/texts", tags=["ingest"], summary="Ingest texts (now, not as a job)")
 async def texts(body: TextsRequest, who: Writer, state: State) -> dict[str, Any]:
     kb = state.require()
-    if body.notebook is not None:
-        await kb.notebooks.resolve(body.notebook)
+    nb = None if body.notebook is None else (await kb.notebooks.for_writing(body.notebook)).id
     report = await kb.ingest_many_bytes(
         [(t.source, t.text.encode("utf-8"), t.mime_type) for t in body.texts],
         force=body.force)
-    if body.notebook is not None or body.topics:
-        await kb.ingest_jobs.attach(report, body.notebook, body.topics)
+    if nb is not None or body.topics:
+        await kb.ingest_jobs.attach(report, nb, body.topics)
     return report.to_dict()
 
 
