@@ -299,3 +299,26 @@ def _no_thread_left() -> Iterator[None]:
     extra = [t for t in threading.enumerate() if t not in before and t.is_alive()
              and "run_forever" in t.name]
     assert not extra, extra
+
+
+def test_what_an_llm_reads_has_no_none(store: Path, llamaindex: Any, langchain: Any) -> None:
+    """The retriever examples printed None titles and put "title: None" and "context: None"
+    lines into the text an LLM reads; a title falls back to the file name."""
+    from llama_index.core.schema import MetadataMode
+
+    retriever = llamaindex.SurrealDocsRetriever(settings=settings(store), mode="text", limit=5)
+    try:
+        nodes = retriever.retrieve("BM25 ranking function")
+        assert nodes
+        for n in nodes:
+            assert n.node.metadata["title"], n.node.metadata
+            assert "None" not in n.node.get_content(metadata_mode=MetadataMode.LLM)
+    finally:
+        retriever.close()
+    lc = langchain.SurrealDocsRetriever(settings=settings(store), mode="text", limit=5)
+    try:
+        docs = lc.invoke("BM25 ranking function")
+        assert docs and all(d.metadata["title"] for d in docs)
+        assert any(d.metadata["title"] == Path(d.metadata["source"]).name for d in docs)
+    finally:
+        lc.close()

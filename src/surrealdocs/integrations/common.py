@@ -23,6 +23,7 @@ import datetime as dt
 import threading
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
 from ..config import Settings
@@ -83,9 +84,12 @@ def limit_alias(options: dict[str, Any], alias: str) -> dict[str, Any]:
 
 
 def hit_metadata(hit: Hit, mode: str) -> dict[str, Any]:
-    """What a citation needs, from a hit: everything but its text, plus the search mode."""
+    """What a citation needs, from a hit: everything but its text, plus the search mode.
+    A document without a title of its own is called by its file name."""
     metadata = hit.to_dict()
     metadata.pop("content", None)
+    if not metadata.get("title"):
+        metadata["title"] = PurePosixPath(hit.source.split("://", 1)[-1]).name or hit.source
     metadata["mode"] = mode
     return metadata
 

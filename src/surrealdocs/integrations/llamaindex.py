@@ -81,7 +81,9 @@ class SurrealDocsRetriever(BaseRetriever):
                 relationships={NodeRelationship.SOURCE: RelatedNodeInfo(
                     node_id=hit.document_id, metadata={"source": hit.source,
                                                        "title": hit.title})},
-                excluded_llm_metadata_keys=[k for k in metadata if k not in _SHOWN_TO_LLM],
+                # (an empty one would put "context: None" in the text the LLM reads)
+                excluded_llm_metadata_keys=[k for k in metadata if k not in _SHOWN_TO_LLM
+                                            or metadata[k] is None],
                 excluded_embed_metadata_keys=list(metadata))
             nodes.append(NodeWithScore(node=node, score=hit.score))
         return nodes
