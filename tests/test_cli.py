@@ -151,3 +151,36 @@ def test_counts_are_spelled_right(tmp_path: Path) -> None:
     code, out = run("sync", str(tmp_path), "--db", db, "--model", "hashing-64")
     assert code == 0 and "1 file in 1 folder: 0 chunks written" in out, out
     assert "1 chunks" not in out and "1 files" not in out
+
+
+def test_list_and_show_what_is_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nobody could see what was stored: `delete` needed the exact stored path."""
+    docs = tmp_path / "docs"
+    shutil.copytree(SAMPLES, docs)
+    monkeypatch.chdir(tmp_path)
+    db = ["--db", str(tmp_path / "kb"), "--model", "hashing-64"]
+    assert run("ingest", str(docs), *db)[0] == 0
+    assert run("add", "Research", str(docs / "bm25.txt"), *db)[0] == 0
+    code, out = run("list", *db, "--json")
+    listed = json.loads(out)
+    assert code == 0 and listed["total"] == 5 and len(listed["documents"]) == 5
+    code, out = run("list", *db)
+    assert code == 0 and "5 documents" in out and "docs/bm25.txt" in out  # relative here
+    page = json.loads(run("list", *db, "--json", "--limit", "2", "--offset", "4")[1])
+    assert page["total"] == 5 and len(page["documents"]) == 1
+    md = json.loads(run("list", *db, "--json", "--source", "*.md")[1])
+    assert md["total"] == 2 and all(d["source"].endswith(".md") for d in md["documents"])
+    pdf = json.loads(run("list", *db, "--json", "--mime-type", "application/pdf")[1])
+    assert [d["source"] for d in pdf["documents"]] == [str(docs / "quarterly-report.pdf")]
+    nb = json.loads(run("list", *db, "--json", "--notebook", "Research")[1])
+    assert [d["source"] for d in nb["documents"]] == [str(docs / "bm25.txt")]
+    later = json.loads(run("list", *db, "--json", "--after", "2999-01-01")[1])
+    assert later["total"] == 0
+    code, out = run("show", str(docs / "bm25.txt"), *db, "--json")
+    shown = json.loads(out)
+    assert code == 0 and shown["source"] == str(docs / "bm25.txt") and shown["chunk_count"]
+    assert shown["notebooks"]
+    code, out = run("show", shown["id"], *db)
+    assert code == 0 and "docs/bm25.txt" in out and "notebook:" in out, out
+    code, out = run("show", "nowhere.txt", *db)
+    assert code == 2 and "no document" in out

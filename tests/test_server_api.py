@@ -629,3 +629,29 @@ async def test_queued_upload_survives_a_restart(tmp_path: Path) -> None:
     done = await asyncio.to_thread(run_server)
     assert done["status"] == "done" and done["result"]["counts"]["ingested"] == 1
     assert not folder.exists()
+
+
+def test_documents_list_takes_the_search_filters(tmp_path: Path) -> None:
+    with serve(tmp_path) as server:
+        c = server.client
+        r = c.post("/v1/texts", json={"notebook": "Birds", "topics": ["wading"], "texts": [
+            {"source": "note://herons.md", "text": "# Herons\n\nThey wade.",
+             "mime_type": "text/markdown"},
+            {"source": "note://egrets.txt", "text": "Egrets are white."}]})
+        assert r.status_code == 200, r.text
+        c.post("/v1/texts", json={"texts": [{"source": "note://owls.txt", "text": "Owls."}]})
+
+        def sources(**params: Any) -> list[str]:
+            body = c.get("/v1/documents", params=params).json()
+            assert body["total"] == len(body["documents"]), body
+            return sorted(d["source"] for d in body["documents"])
+
+        assert sources() == ["note://egrets.txt", "note://herons.md", "note://owls.txt"]
+        assert sources(source="*.md") == ["note://herons.md"]
+        assert sources(mime_type="text/plain") == ["note://egrets.txt", "note://owls.txt"]
+        assert sources(notebook="Birds") == ["note://egrets.txt", "note://herons.md"]
+        assert sources(topics="wading") == ["note://egrets.txt", "note://herons.md"]
+        assert sources(created_after="2999-01-01T00:00:00Z") == []
+        assert sources(created_before="2999-01-01T00:00:00Z", source="*owls*") == [
+            "note://owls.txt"]
+        assert_error(c.get("/v1/documents", params={"source": ""}), 422)

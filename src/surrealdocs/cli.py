@@ -666,6 +666,100 @@ def stats(as_json: JsonOption = False, *, store: StoreOptions) -> None:
     console.print(table)
 
 
+@app.command("list")
+@store_options
+def list_documents(
+    source: Annotated[str | None, typer.Option(help="Only sources matching this glob")] = None,
+    mime_type: Annotated[list[str] | None, typer.Option(
+        "--mime-type", help="Only these MIME types (repeatable)")] = None,
+    notebook: Annotated[str | None, typer.Option(
+        "--notebook", help="Only sources in this notebook (name or id)")] = None,
+    topic: Annotated[list[str] | None, typer.Option(
+        "--topic", help="Only sources with one of these topics (repeatable)")] = None,
+    after: Annotated[dt.datetime | None, typer.Option(
+        "--after", help="Only sources ingested at or after this time (ISO 8601, UTC)")] = None,
+    before: Annotated[dt.datetime | None, typer.Option(
+        "--before", help="Only sources ingested before this time (ISO 8601, UTC)")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-k", help="Documents per page")] = 50,
+    offset: Annotated[int, typer.Option(help="Documents to skip (the page's start)")] = 0,
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
+) -> None:
+    """List the stored documents, oldest first, with the filters a search takes."""
+    filters: dict[str, Any] = {"source": source, "mime_type": mime_type or None,
+                               "notebook": notebook, "topics": topic or None,
+                               "created_after": after, "created_before": before}
+
+    async def work(kb: KnowledgeBase) -> tuple[list[Any], int]:
+        return (await kb.documents(offset=offset, limit=limit, **filters),
+                await kb.count_documents(**filters))
+
+    docs, total = _with_kb(store, work)
+    if as_json:
+        _print_json({"documents": [d.to_dict() for d in docs], "offset": offset,
+                     "limit": limit, "total": total})
+        return
+    if not docs:
+        console.print("no documents" + (f" (of {total:,})" if total else ""))
+        return
+    table = Table(title=f"{_count(total, 'document')}"
+                        + (f", {offset + 1}–{offset + len(docs)} shown" if total > len(docs)
+                           else ""))
+    table.add_column("source", overflow="fold", ratio=3)
+    table.add_column("title", overflow="fold", ratio=2)
+    table.add_column("type", overflow="fold", ratio=1)
+    table.add_column("chunks", justify="right")
+    table.add_column("ingested", no_wrap=True)
+    for doc in docs:
+        more = f" (+{len(doc.sources) - 1})" if len(doc.sources) > 1 else ""
+        table.add_row(escape(_shown_path(doc.source or "")) + more,
+                      escape(doc.title or ""), escape(doc.mime_type), str(doc.chunk_count),
+                      _when(doc.ingested_at)[:10])
+    console.print(table)
+    err_console.print("ids: --json; one document: surrealdocs show SOURCE")
+
+
+@app.command()
+@store_options
+def show(
+    document: Annotated[str, typer.Argument(help="A document's id, or one of its sources")],
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
+) -> None:
+    """Show one stored document: what it is, its sources, notebooks, topics and chunks."""
+    doc = _with_kb(store, lambda kb: kb.document(document, text=False))
+    if as_json:
+        _print_json(doc.to_dict())
+        return
+    table = Table(show_header=False, title=escape(doc.title or _shown_path(doc.source or "")))
+    table.add_column("what", style="bold")
+    table.add_column("value", overflow="fold")
+    pages = f", {_count(doc.page_count, 'page')}" if doc.page_count else ""
+    rows = [("id", doc.id), ("type", escape(doc.mime_type)),
+            ("size", f"{_count(doc.characters, 'character')}{pages},"
+                     f" {_count(doc.chunk_count, 'chunk')}"),
+            ("sources", "\n".join(escape(_shown_path(s)) for s in doc.sources)),
+            ("notebooks", escape(", ".join(doc.notebooks)) or "-"),
+            ("topics", escape(", ".join(doc.topics)) or "-"),
+            ("ingested", _when(doc.ingested_at)), ("updated", _when(doc.updated_at)),
+            ("model", escape(doc.embedding_model or "-"))]
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+
+
+def _shown_path(source: str) -> str:
+    """A source as the terminal shows it: relative to the current folder when inside it."""
+    try:
+        here = Path.cwd()
+        path = Path(source)
+        if path.is_absolute() and path.is_relative_to(here):
+            return str(path.relative_to(here))
+    except (OSError, ValueError):
+        pass
+    return source
+
+
 @app.command()
 @store_options
 def delete(

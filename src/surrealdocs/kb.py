@@ -376,22 +376,44 @@ class KnowledgeBase:
 
     # ----- documents -------------------------------------------------------------------
     async def documents(self, *, offset: int = 0, limit: int = 50,
-                        notebook: Notebook | Any = None) -> list[Document]:
-        """Stored documents, oldest first, a page at a time (without their text)."""
+                        notebook: Notebook | Any = None, source: str | None = None,
+                        mime_type: str | Sequence[str] | None = None,
+                        topics: Sequence[str] | None = None,
+                        created_after: dt.datetime | None = None,
+                        created_before: dt.datetime | None = None) -> list[Document]:
+        """Stored documents, oldest first, a page at a time (without their text), with the
+        filters a search takes (a notebook, a source glob, MIME types, topics, when
+        ingested)."""
         if isinstance(offset, bool) or not isinstance(offset, int) \
                 or not 0 <= offset <= MAX_OFFSET:
             raise ConfigurationError(
                 f"offset must be an integer from 0 to {MAX_OFFSET}, got {offset!r}")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise ConfigurationError(f"limit must be an integer from 1 to 10000, got {limit!r}")
-        nb = None if notebook is None else await self.notebooks.resolve(notebook)
-        rows = await self.storage.documents.select(notebook=nb, offset=offset, limit=limit,
-                                                   text=False)
+        filters = await self._filters(notebook, source, mime_type, topics, created_after,
+                                      created_before)
+        rows = await self.storage.documents.select(filters=filters, offset=offset,
+                                                   limit=limit, text=False)
         return [_document(row) for row in rows]
 
-    async def count_documents(self, *, notebook: Notebook | Any = None) -> int:
+    async def count_documents(self, *, notebook: Notebook | Any = None,
+                              source: str | None = None,
+                              mime_type: str | Sequence[str] | None = None,
+                              topics: Sequence[str] | None = None,
+                              created_after: dt.datetime | None = None,
+                              created_before: dt.datetime | None = None) -> int:
+        """How many documents :meth:`documents` would list, over all its pages."""
+        filters = await self._filters(notebook, source, mime_type, topics, created_after,
+                                      created_before)
+        return await self.storage.documents.count(filters=filters)
+
+    async def _filters(self, notebook: Any, source: str | None,
+                       mime_type: str | Sequence[str] | None, topics: Sequence[str] | None,
+                       created_after: dt.datetime | None,
+                       created_before: dt.datetime | None) -> Filters:
         nb = None if notebook is None else await self.notebooks.resolve(notebook)
-        return await self.storage.documents.count(notebook=nb)
+        return Filters(source=source, mime_type=mime_type, notebook=nb, topics=topics,
+                       created_after=created_after, created_before=created_before)
 
     async def document(self, ref: Any, *, text: bool = True) -> Document:
         """A document by id (``documents:…`` or its key) or by one of its sources, with its

@@ -37,6 +37,7 @@ from .chunk import assign_context, assign_pages, chunk_text
 from .config import Settings
 from .embed import Embedder, EmbeddingRunner
 from .errors import AlreadyExistsError, ConfigurationError, NotFoundError
+from .filters import Filters
 from .ingest import sha256
 from .jobs import Job, Report
 from .results import Hit, IngestReport, jsonable
@@ -392,7 +393,8 @@ class NotebookService:
 
     async def sources(self, notebook: Notebook | Any | None = None) -> list[Source]:
         nb = None if notebook is None else await self.resolve(notebook)
-        return [self._source(r) for r in await self.storage.documents.select(notebook=nb)]
+        rows = await self.storage.documents.select(filters=Filters(notebook=nb))
+        return [self._source(r) for r in rows]
 
     async def notebooks_of(self, source: Source | Any) -> list[Notebook]:
         rows = await self.storage.notebooks.of_document(self._sid(source))

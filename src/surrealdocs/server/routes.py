@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import json
 import shutil
 import time
@@ -216,15 +217,26 @@ async def search_post(q: SearchRequest, who: Reader, state: State) -> dict[str, 
 
 
 # ----- documents ----------------------------------------------------------------------
-@router.get("/documents", tags=["documents"], summary="Stored documents, a page at a time")
+@router.get("/documents", tags=["documents"],
+            summary="Stored documents, a page at a time, with the filters a search takes")
 async def documents(who: Reader, state: State,
                     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
                     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-                    notebook: str | None = None) -> dict[str, Any]:
+                    notebook: str | None = None,
+                    source: Annotated[str | None, Query(
+                        description="Only sources matching this glob")] = None,
+                    mime_type: Annotated[list[str] | None, Query()] = None,
+                    topics: Annotated[list[str] | None, Query()] = None,
+                    created_after: dt.datetime | None = None,
+                    created_before: dt.datetime | None = None) -> dict[str, Any]:
     kb = state.require()
-    docs = await kb.documents(offset=offset, limit=limit, notebook=notebook)
+    filters: dict[str, Any] = {
+        "notebook": notebook, "source": source, "mime_type": mime_type or None,
+        "topics": topics or None, "created_after": created_after,
+        "created_before": created_before}
+    docs = await kb.documents(offset=offset, limit=limit, **filters)
     return {"documents": [d.to_dict() for d in docs], "offset": offset, "limit": limit,
-            "total": await kb.count_documents(notebook=notebook)}
+            "total": await kb.count_documents(**filters)}
 
 
 @router.get("/documents/{ref:path}/pages", tags=["documents"],

@@ -172,25 +172,29 @@ class DocumentStorage:
         row = row if isinstance(row, dict) else {}
         return list(row.get("notebooks") or []), list(row.get("topics") or [])
 
-    async def select(self, *, notebook: Any = None, offset: int = 0,
+    async def select(self, *, filters: Filters | None = None, offset: int = 0,
                      limit: int | None = None, text: bool = True) -> list[dict[str, Any]]:
-        """Complete documents, oldest first (optionally those of one notebook); without
-        ``text``, everything but the content and metadata."""
-        where = "complete = true" + (" AND notebooks CONTAINS $nb" if notebook is not None
-                                     else "")
+        """Complete documents that pass ``filters`` (a notebook, a source glob, MIME types,
+        topics, when ingested), oldest first; without ``text``, everything but the content
+        and metadata."""
+        where, params = self._where(filters)
         page = f" LIMIT {int(limit)} START {int(offset)}" if limit is not None else ""
         fields = "*" if text else _SUMMARY_FIELDS
         (rows,) = await self.store.query(
             f"SELECT {fields} FROM {self.table} WHERE {where} ORDER BY ingested_at, id{page};",
-            {"nb": notebook})
+            params)
         return list(rows or [])
 
-    async def count(self, *, notebook: Any = None) -> int:
-        where = "complete = true" + (" AND notebooks CONTAINS $nb" if notebook is not None
-                                     else "")
+    async def count(self, *, filters: Filters | None = None) -> int:
+        where, params = self._where(filters)
         (rows,) = await self.store.query(
-            f"SELECT count() AS n FROM {self.table} WHERE {where} GROUP ALL;", {"nb": notebook})
+            f"SELECT count() AS n FROM {self.table} WHERE {where} GROUP ALL;", params)
         return int(rows[0]["n"]) if rows else 0
+
+    @staticmethod
+    def _where(filters: Filters | None) -> tuple[str, dict[str, Any]]:
+        clauses, params = filter_conditions(filters or Filters(), document="")
+        return " AND ".join(["complete = true", *clauses]), params
 
     async def of_source(self, source: str) -> RecordID | None:
         """The document a source points at now."""
