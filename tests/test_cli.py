@@ -184,3 +184,31 @@ def test_list_and_show_what_is_stored(tmp_path: Path, monkeypatch: pytest.Monkey
     assert code == 0 and "docs/bm25.txt" in out and "notebook:" in out, out
     code, out = run("show", "nowhere.txt", *db)
     assert code == 2 and "no document" in out
+
+
+def test_delete_by_name_id_or_glob_with_a_dry_run(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`delete fake_table.docx` said only "not found"; there was no glob and no dry run."""
+    docs = tmp_path / "docs"
+    shutil.copytree(SAMPLES, docs)
+    monkeypatch.chdir(tmp_path)
+    db = ["--db", str(tmp_path / "kb"), "--model", "hashing-64"]
+    assert run("ingest", str(docs), *db)[0] == 0
+
+    def stored() -> list[str]:
+        return sorted(d["source"] for d in json.loads(run("list", *db, "--json")[1])["documents"])
+
+    code, out = run("delete", "bm25.txt", *db)  # a name without its folder
+    assert code == 1 and "not found: bm25.txt" in out and "docs/bm25.txt" in out, out
+    code, out = run("delete", "--glob", "*.md", "--dry-run", *db)
+    assert code == 0 and out.count("would delete:") == 2 and len(stored()) == 5, out
+    code, out = run("delete", "--glob", "*.md", *db)
+    assert code == 0 and out.count("deleted:") == 2
+    assert sorted(Path(s).suffix for s in stored()) == [".html", ".pdf", ".txt"]
+    doc = json.loads(run("show", "docs/bm25.txt", *db, "--json")[1])["id"]
+    code, out = run("delete", doc, "docs/surrealdb.html", *db)
+    assert code == 0 and out.count("deleted:") == 2, out
+    assert stored() == [str(docs / "quarterly-report.pdf")]
+    code, out = run("delete", "--glob", "*.nothing", *db)
+    assert code == 1 and "nothing stored matches" in out
+    assert run("delete", *db)[0] == 2

@@ -763,17 +763,28 @@ def _shown_path(source: str) -> str:
 @app.command()
 @store_options
 def delete(
-    sources: Annotated[list[str], typer.Argument(help="Sources (paths or names) to forget")],
+    refs: Annotated[list[str] | None, typer.Argument(
+        help="Sources (paths or names) to forget, or document ids (documents:…) to delete"
+             " whatever their sources", show_default=False)] = None,
+    glob: Annotated[str | None, typer.Option(
+        "--glob", help="Also forget every stored source this pattern matches (as a search's"
+                       " --source: a relative pattern matches at the end of the path)")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Say what would be deleted, and delete nothing")] = False,
     *, store: StoreOptions,
 ) -> None:
     """Forget sources; a document goes when no source refers to it any more."""
-    async def work(kb: KnowledgeBase) -> list[bool]:
-        return [await kb.delete(s) for s in sources]
+    if not refs and glob is None:
+        _fail("name what to delete: sources, document ids, or --glob PATTERN")
 
-    found = _with_kb(store, work)
-    for source, ok in zip(sources, found):
-        console.print(f"{'deleted' if ok else 'not found'}: {escape(source)}")
-    raise typer.Exit(0 if all(found) else 1)
+    outcome = _with_kb(store, lambda kb: kb.forget(refs or (), glob=glob, dry_run=dry_run))
+    if glob and not outcome:
+        console.print(f"nothing stored matches {escape(glob)}")
+    for f in outcome:
+        near = ", ".join(escape(_shown_path(n)) for n in f.near)
+        console.print(f"{f.status}: {escape(_shown_path(f.ref))}"
+                      + (f" (stored: {near})" if near else ""), soft_wrap=True)
+    raise typer.Exit(0 if outcome and all(f.status != "not found" for f in outcome) else 1)
 
 
 @app.command("rebuild-index")

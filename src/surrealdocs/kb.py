@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import re
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ from .apikeys import ApiKeyService
 from .config import Settings
 from .embed import Embedder, EmbeddingRunner, get_embedder, provenance
 from .errors import ConfigurationError, NotFoundError, SchemaNotInitializedError
-from .filters import Filters
+from .filters import Filters, glob_to_regex
 from .ingest import Ingestor, ProgressCallback
 from .ingest_jobs import IngestJobs
 from .jobs import JobService
@@ -36,6 +37,7 @@ from .results import (
     ChunkSpan,
     Document,
     FileResult,
+    Forgotten,
     Hit,
     IngestReport,
     Passage,
@@ -431,6 +433,47 @@ class KnowledgeBase:
         else:
             document.content = None
         return document
+
+    async def forget(self, refs: Sequence[str] = (), *, glob: str | None = None,
+                     dry_run: bool = False) -> list[Forgotten]:
+        """Forget sources (paths or names) and delete documents (``documents:…`` ids,
+        whatever their sources), plus every source ``glob`` matches; with ``dry_run``, say
+        what would go and change nothing. A source not found comes back with the stored
+        sources whose name ends like it (a name typed without its folder)."""
+        targets = [*refs, *(await self.sources_matching(glob) if glob else [])]
+        out = []
+        for ref in dict.fromkeys(targets):
+            is_doc = ref.startswith(self.storage.documents.table + ":")
+            if dry_run:
+                known = (await self.storage.documents.exists(await self._document_id(ref))
+                         if is_doc else bool(await self.sources_matching(ref)))
+                out.append(Forgotten(ref, "would delete" if known else "not found"))
+            elif is_doc:
+                try:
+                    await self.delete_document(ref)
+                    out.append(Forgotten(ref, "deleted"))
+                except NotFoundError:
+                    out.append(Forgotten(ref, "not found"))
+            elif await self.delete(ref):
+                out.append(Forgotten(ref, "deleted"))
+            else:
+                name = Path(ref).name
+                near = await self.sources_matching(name) if name else []
+                out.append(Forgotten(ref, "not found", near[:5]))
+        return out
+
+    async def sources_matching(self, glob: str) -> list[str]:
+        """Every stored source that ``glob`` matches, sorted (the meaning of a search's
+        ``source`` filter: a relative pattern matches at the end of the path)."""
+        pattern = re.compile(glob_to_regex(glob))
+        out: set[str] = set()
+        offset, page = 0, 1000
+        while True:
+            docs = await self.documents(offset=offset, limit=page, source=glob)
+            out.update(s for d in docs for s in d.sources if pattern.match(s))
+            if len(docs) < page:
+                return sorted(out)
+            offset += page
 
     async def delete_document(self, ref: Any) -> None:
         """Delete a document, whatever its sources: its chunks, vector copies, notebook

@@ -52,6 +52,21 @@ def jsonable(value: Any) -> Any:
 
 
 @dataclass
+class Forgotten:
+    """What :meth:`~surrealdocs.KnowledgeBase.forget` did with one reference: ``deleted``,
+    ``would delete`` (a dry run) or ``not found`` (then ``near``: stored sources whose name
+    ends like it)."""
+
+    ref: str
+    status: str
+    near: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = jsonable(self)
+        return out
+
+
+@dataclass
 class FileResult:
     """What happened to one source. ``status`` is one of :data:`STATUSES` (a sync adds
     ``renamed`` and ``deleted``); an ``unchanged`` source (skipped before extraction) has the
