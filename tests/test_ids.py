@@ -62,3 +62,10 @@ def test_every_id_the_api_gives_is_unescaped(tmp_path: Path) -> None:
         assert c.get(f"/v1/chunks/{chunk}/passage").status_code == 200
         listed = c.get("/v1/documents").json()["documents"]
         assert [d["id"] for d in listed] == [doc_id]
+
+
+async def test_delete_takes_any_text(kb: KnowledgeBase) -> None:
+    """A reference that cannot be a path (NUL, an unknown user's ~) is simply not found."""
+    assert await kb.delete("a\x00b") is False
+    assert await kb.delete("~nosuchuser/notes.md") is False
+    assert [f.status for f in await kb.forget(["a\x00b"], dry_run=True)] == ["not found"]

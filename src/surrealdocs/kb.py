@@ -330,7 +330,7 @@ class KnowledgeBase:
 
     async def delete(self, source: str) -> bool:
         """Forget a source; its document (and chunks) go when no other source shares it."""
-        key = str(Path(source).resolve()) if "://" not in source else source
+        key = source if "://" in source else next(iter(_as_path(source)), source)
         return await self._ingestor.delete_source(key)
 
     # ----- search ----------------------------------------------------------------------
