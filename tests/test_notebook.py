@@ -70,7 +70,7 @@ async def test_spec_examples(nbs: NotebookService) -> None:
 
     await embed_source(source)
     results = await semantic_search(nb.id, "dense retrieval passages vectors")
-    assert results and all(r.document_id == str(source.id) for r in results)
+    assert results and all(r.document_id == id_text(source.id) for r in results)
     assert all(r.score >= 0.2 for r in results)
     embeddings = await source.get_embeddings()
     assert embeddings and embeddings[0].chunk_index == 0

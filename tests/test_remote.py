@@ -29,6 +29,7 @@ from surrealdocs.cli import app
 from surrealdocs.compat.kreuzberg import DocumentPipeline
 from surrealdocs.embed import get_embedder
 from surrealdocs.notebook import Notebooks
+from surrealdocs.results import id_text
 from surrealdocs.store.connection import Store
 
 if TYPE_CHECKING:  # imported by pytest as a plugin (below), so that its asserts are rewritten
@@ -440,7 +441,7 @@ async def test_notebooks_over_the_server(remote_engine: RemoteEngine, transport:
 
         hits = await nbs.vector_search("dense retrieval passages", notebook_id=research.id,
                                        min_score=0.1)
-        assert hits and all(h.document_id == str(source.id) for h in hits)
+        assert hits and all(h.document_id == id_text(source.id) for h in hits)
         groups = await nbs.hybrid_search("dense retrieval", notebook_id=research.id,
                                          group_by_source=True)
         assert [str(g.source_id) for g in groups] == [str(source.id)]

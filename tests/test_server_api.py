@@ -16,6 +16,7 @@ import pytest
 from conftest import PATIENCE, SAMPLES
 from server_helpers import BASE_URL, Server, TestClient, assert_error, serve, settings_for
 from surrealdocs import KnowledgeBase
+from surrealdocs.results import id_text
 from surrealdocs.server import ServeConfig, create_app
 from surrealdocs.server.state import ServerState
 from surrealdocs.store.connection import Statement
@@ -158,11 +159,11 @@ def test_upload_runs_a_job_that_reports_each_file(tmp_path: Path) -> None:
         # the job reported each file as it was done, with its result so far
         seen = server.call(_drain, server.kb, changes)
         # (files done while a report is being written are reported together)
-        partial = [j.result for j in seen if j.result and str(j.id) == job_id]
+        partial = [j.result for j in seen if j.result and id_text(j.id) == job_id]
         done = [p["done"] for p in partial]
         assert done[0] == 0 and done[-1] == 4 and done == sorted(done), done
         assert all(len(p.get("results", [])) == p["done"] for p in partial[:-1])
-        fractions = [j.progress for j in seen if str(j.id) == job_id]
+        fractions = [j.progress for j in seen if id_text(j.id) == job_id]
         assert fractions == sorted(fractions) and fractions[-1] == 1
         job = events[-2][1]
         assert job["status"] == "done" and job["error"] is None
@@ -620,7 +621,7 @@ async def test_queued_upload_survives_a_restart(tmp_path: Path) -> None:
 
     def run_server() -> dict[str, Any]:
         with serve(tmp_path, settings=settings) as server:
-            done = server.wait_job(str(job.id))
+            done = server.wait_job(id_text(job.id))
             assert not orphan.exists()
             hits = server.client.get("/v1/search", params={"query": "heron", "mode": "text"})
             assert hits.json()["hits"][0]["source"] == "upload://herons.md"

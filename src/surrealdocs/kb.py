@@ -272,7 +272,7 @@ class KnowledgeBase:
                                          on_plan=discovered)
         if nb is not None and self._syncer.last_plan is not None:
             docs = await self._syncer.documents_of(self._syncer.last_plan)
-            report.notebook = str(nb)
+            report.notebook = id_text(nb)
             report.linked = await self.notebooks.link_documents(nb, docs, dry_run=dry_run)
         return report
 
@@ -591,7 +591,7 @@ def _document(row: dict[str, Any]) -> Document:
         characters=int(row.get("characters") or len(row.get("content") or "")),
         page_count=row.get("page_count"), ingested_at=row.get("ingested_at"),
         updated_at=row.get("updated_at"),
-        notebooks=[str(n) for n in row.get("notebooks") or []],
+        notebooks=[id_text(n) for n in row.get("notebooks") or []],
         topics=list(row.get("topics") or []), authors=row.get("authors"),
         languages=row.get("detected_languages"), embedding_model=row.get("embedding_model"))
 
