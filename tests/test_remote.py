@@ -444,7 +444,7 @@ async def test_notebooks_over_the_server(remote_engine: RemoteEngine, transport:
         assert hits and all(h.document_id == id_text(source.id) for h in hits)
         groups = await nbs.hybrid_search("dense retrieval", notebook_id=research.id,
                                          group_by_source=True)
-        assert [str(g.source_id) for g in groups] == [str(source.id)]
+        assert [g.source_id for g in groups] == [id_text(source.id)]
         text = await nbs.text_search("tomatoes", notebook_id=research.id)
         assert text == []  # scoped: the gardening source is in another notebook
 
