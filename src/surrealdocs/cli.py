@@ -29,11 +29,13 @@ from rich.markup import escape as escape_markup
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .chunk import HEADING_SEPARATOR
 from .config import Settings
 from .errors import NotFoundError, SurrealDocsError
 from .kb import KnowledgeBase
 from .results import FileResult, Hit, IngestReport, SyncReport, id_text
 from .search import MODES
+from .snippet import Snippet, snippet
 from .store.connection import resolve_url, serving_marker
 
 EVAL_MODES = ("text", "vector", "hybrid")  # the order of surrealdocs.evaluate.EVAL_MODES
@@ -486,6 +488,17 @@ def search(
     _print_hits(hits, mode, query)
 
 
+def _marked(shown: Snippet) -> str:
+    """A snippet as rich markup, the query's words in bold."""
+    out, last = [], 0
+    for start, end in shown.marks:
+        out.append(escape(shown.text[last:start]))
+        out.append(f"[bold yellow]{escape(shown.text[start:end])}[/bold yellow]")
+        last = end
+    out.append(escape(shown.text[last:]))
+    return "".join(out)
+
+
 def _print_hits(hits: list[Hit], mode: str, query: str) -> None:
     if not hits:
         console.print("no hits")
@@ -500,13 +513,17 @@ def _print_hits(hits: list[Hit], mode: str, query: str) -> None:
         ranks = ""
         if mode == "hybrid":
             ranks = f"\n[dim]text {hit.text_rank or '-'} · vector {hit.vector_rank or '-'}[/dim]"
-        snippet = " ".join(hit.content.split())[:200]
-        table.add_row(str(n), f"{hit.score:.4f}{ranks}",
-                      escape(hit.title or Path(hit.source).name) + f"\n[dim]{escape(hit.source)}"
+        shown = snippet(hit.content, query)
+        title = hit.title or Path(hit.source).name
+        # the heading path, unless it says again what the title or the text's start says
+        heading = (hit.context or "").split(HEADING_SEPARATOR)[-1].strip()
+        repeated = hit.context == title or (
+            bool(heading) and shown.text.lstrip("#… ").startswith(heading))
+        context = f"[dim]{escape(hit.context)}[/dim]\n" if hit.context and not repeated else ""
+        table.add_row(str(n), f"{hit.score:.4f}{ranks}", escape(title)
+                      + f"\n[dim]{escape(_shown_path(hit.source))}"
                       f" [{hit.char_start}:{hit.char_end}][/dim]",
-                      str(hit.page or ""),
-                      (f"[dim]{escape(hit.context)}[/dim]\n" if hit.context else "")
-                      + escape(snippet))
+                      str(hit.page or ""), context + _marked(shown))
     console.print(table)
 
 
