@@ -66,3 +66,16 @@ async def kb_minilm() -> AsyncIterator[KnowledgeBase]:
         yield base
     finally:
         await base.close()
+
+
+async def assert_text_index_matches_chunks(kb: KnowledgeBase) -> None:
+    """The store's text index holds exactly what one rebuilt from its chunks would: every
+    chunk row findable by text with its terms, and nothing else (no deleted chunk)."""
+    text = kb.storage.chunks.text
+    assert text is not None
+    live, expected = await text.live_postings(), await text.expected_postings()
+    assert live.keys() == expected.keys(), (
+        f"in the index only: {sorted(live.keys() - expected.keys())[:5]},"
+        f" in the chunks only: {sorted(expected.keys() - live.keys())[:5]}")
+    assert live == expected
+    assert (await text.stats())["chunks"] == len(expected)

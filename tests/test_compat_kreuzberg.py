@@ -47,6 +47,7 @@ from surrealdocs.kreuzberg_surrealdb import (
     ModelUnavailableError,
     SchemaNotInitializedError,
 )
+from surrealdocs.store.schema import SCHEMA_VERSION
 
 HASHING = get_embedder("hashing-64")
 
@@ -395,7 +396,8 @@ async def test_chunks_answer_to_token_count_too(db: Any, tmp_path: Path) -> None
     found = await again.client.query(
         "SELECT VALUE token_count FROM chunks WHERE token_count > 0 ORDER BY token_count")
     assert found == [4, len(text.split())]
-    assert (await rows(db, "SELECT VALUE version FROM ONLY surrealdocs_meta:schema;")) == 11
+    assert (await rows(db, "SELECT VALUE version FROM ONLY surrealdocs_meta:schema;")) \
+        == SCHEMA_VERSION
     # surrealdocs' own layout keeps a single name
     async with await KnowledgeBase.open(str(tmp_path / "own"), model="hashing-64") as kb:
         await kb.ingest_texts({"t://1": text})

@@ -10,6 +10,7 @@ import random
 import time
 from typing import Any
 
+from conftest import assert_text_index_matches_chunks
 from surrealdocs import KnowledgeBase, Settings
 
 pytest_plugins = ["remote_engine"]
@@ -81,6 +82,7 @@ async def run_and_check(kb: KnowledgeBase) -> None:
     (per_doc,) = await kb.store.query("SELECT math::sum(chunk_count) AS n FROM documents"
                                       " GROUP ALL;")
     assert chunks[0]["n"] == per_doc[0]["n"]
+    await assert_text_index_matches_chunks(kb)  # every committed chunk, no deleted one
     # and a re-run of everything is unchanged: nothing to repair
     again = await kb.ingest_texts(expected)
     assert again.counts["unchanged"] == len(expected), again.counts

@@ -79,7 +79,8 @@ async def test_schema_is_idempotent_and_versioned(kb: KnowledgeBase) -> None:
     assert row["version"] == SCHEMA_VERSION
     (info, vectors) = await store.query("INFO FOR TABLE chunks; INFO FOR TABLE chunks_vectors;")
     indexes = info["indexes"]
-    assert "FULLTEXT ANALYZER sd_english BM25(0.9,0.4)" in indexes["chunks_content_ft"]
+    assert "chunks_content_ft" not in indexes  # the text index ranks BM25, not the engine
+    assert "chunks_text_dead" in info["events"]
     assert "chunks_embedding_hnsw" not in indexes  # vectors live apart from the text
     hnsw = vectors["indexes"]["chunks_embedding_hnsw"]
     assert "HNSW DIMENSION 64 DIST COSINE TYPE F32 EFC 150 M 12" in hnsw
@@ -87,7 +88,8 @@ async def test_schema_is_idempotent_and_versioned(kb: KnowledgeBase) -> None:
 
 async def test_index_parameters_come_from_settings() -> None:
     settings = Settings(db="mem://", model="hashing-32", hnsw_efc=80, hnsw_m=8,
-                        hnsw_distance="euclidean", bm25_k1=0.9, bm25_b=0.4)
+                        hnsw_distance="euclidean", bm25_k1=0.9, bm25_b=0.4,
+                        text_index="engine")
     async with await KnowledgeBase.open(settings=settings) as kb:
         (info, vectors) = await kb.store.query(
             "INFO FOR TABLE chunks; INFO FOR TABLE chunks_vectors;")
@@ -302,14 +304,15 @@ def test_table_names_are_validated() -> None:
 
 async def test_version_1_store_gets_the_new_bm25_parameters(tmp_path: Path) -> None:
     db = str(tmp_path / "kb")
-    old = Settings(db=db, model="hashing-64", bm25_k1=1.2, bm25_b=0.75)  # the v1 defaults
+    old = Settings(db=db, model="hashing-64", bm25_k1=1.2, bm25_b=0.75,  # the v1 defaults
+                   text_index="engine")
     async with await KnowledgeBase.open(settings=old) as kb:
         await kb.ingest_texts({f"n://{i}": f"note {i} about walruses" if i == 3 else
                                f"note {i} about gardening" for i in range(8)})
         await kb.store.query("UPSERT $k SET version = 1;", {"k": SCHEMA_KEY})
         (info,) = await kb.store.query("INFO FOR TABLE chunks;")
         assert "BM25(1.2,0.75)" in info["indexes"]["chunks_content_ft"]
-    async with await KnowledgeBase.open(db, model="hashing-64") as kb:
+    async with await KnowledgeBase.open(db, model="hashing-64", text_index="engine") as kb:
         (info,) = await kb.store.query("INFO FOR TABLE chunks;")
         assert "BM25(0.9,0.4)" in info["indexes"]["chunks_content_ft"]
         (row,) = await kb.store.query("SELECT * FROM ONLY $k;", {"k": SCHEMA_KEY})

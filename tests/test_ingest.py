@@ -177,8 +177,12 @@ def test_crash_mid_ingest_leaves_nothing_after_reopen(tmp_path: Path) -> None:
         from surrealdocs import KnowledgeBase
         from surrealdocs.store.connection import Store
 
-        async def crash(*args, **kwargs):
-            os._exit(9)  # the process dies after the chunks, before the final commit
+        original = Store.transaction
+
+        async def crash(self, *statements):
+            if any("complete FROM ONLY" in s.sql for s in statements):
+                os._exit(9)  # the process dies after the chunks, before the final commit
+            return await original(self, *statements)
 
         Store.transaction = crash
 

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from conftest import assert_text_index_matches_chunks
 from surrealdocs import KnowledgeBase, Settings
 
 FILES = 240
@@ -156,6 +157,7 @@ def test_sigkill_at_random_moments_then_the_next_sync_converges(tmp_path: Path) 
         async with await KnowledgeBase.open(settings=Settings(db=db, model="hashing-64",
                                                               **CHUNKING)) as kb:
             consistent(await shape(kb))
+            await assert_text_index_matches_chunks(kb)
 
     window = 1.5  # seconds after the open within which the kill falls
     while kills < KILLS:
@@ -174,6 +176,7 @@ def test_sigkill_at_random_moments_then_the_next_sync_converges(tmp_path: Path) 
         settings = Settings(db=db, model="hashing-64", **CHUNKING)
         async with await KnowledgeBase.open(settings=settings) as kb:
             got = await shape(kb)
+            await assert_text_index_matches_chunks(kb)
             again = await kb.sync([root])  # and a further pass has nothing to do
             assert again.changes == [] and again.counts["unchanged"] == len(again.results)
         async with await KnowledgeBase.open(settings=settings.replace(db="mem://")) as clean:

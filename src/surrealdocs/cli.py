@@ -164,8 +164,24 @@ async def _open(settings: Settings, create: bool = False) -> KnowledgeBase:
     """
     if not err_console.is_terminal:
         return await KnowledgeBase.open(settings=settings, create=create)
-    with err_console.status("opening the store"):
-        return await KnowledgeBase.open(settings=settings, create=create)
+    bar: Progress | None = None
+    with err_console.status("opening the store") as status:
+        def converting(done: int, total: int) -> None:
+            nonlocal bar
+            if bar is None:  # a store made with the other text index: converted now
+                status.stop()
+                bar = Progress(TextColumn("[bold]building the text index"), BarColumn(),
+                               MofNCompleteColumn(), console=err_console)
+                bar.start()
+                bar.add_task("chunks", total=total)
+            bar.update(bar.task_ids[0], completed=done)
+
+        try:
+            return await KnowledgeBase.open(settings=settings, create=create,
+                                            on_convert=converting)
+        finally:
+            if bar is not None:
+                bar.stop()
 
 
 def _with_kb(store: StoreOptions, work: Callable[[KnowledgeBase], Awaitable[T]], *,
@@ -680,6 +696,13 @@ def stats(as_json: JsonOption = False, *, store: StoreOptions) -> None:
     for mime, n in sorted(result.mime_types.items(), key=lambda kv: -kv[1]):
         table.add_row(f"  {escape(mime)}", str(n))
     table.add_row("vectors not yet in the HNSW graph", str(result.vectors_outside_graph))
+    text = result.text_index
+    if text.get("kind") == "segments":
+        table.add_row("text index", f"{_count(text['segments'], 'segment')},"
+                      f" {text['postings']:,} postings, {text['dead']:,} deleted chunks"
+                      f" ({text['dead_ratio']:.1%}) not yet merged away")
+    elif text:
+        table.add_row("text index", "the engine's FULLTEXT index")
     console.print(table)
 
 
@@ -806,10 +829,28 @@ def delete(
 
 @app.command("rebuild-index")
 @store_options
-def rebuild_index(*, store: StoreOptions) -> None:
-    """Build the HNSW graph over every stored vector (ingest does it after big loads)."""
-    _with_kb(store, lambda kb: kb.rebuild_index())
-    console.print("vector index rebuilt")
+def rebuild_index(
+    only: Annotated[str | None, typer.Option(
+        "--only", help="Rebuild only the text index ('text') or the HNSW graph ('vector')",
+        show_default=False)] = None, *, store: StoreOptions) -> None:
+    """Rebuild the text index from the chunks and the HNSW graph over every vector (ingest
+    merges the one and builds the other after big loads)."""
+    if only not in (None, "text", "vector"):
+        _fail(f"--only must be text or vector, got {only!r}")
+    progress = Progress(TextColumn("[bold]text index"), BarColumn(), MofNCompleteColumn(),
+                        console=err_console, disable=not err_console.is_terminal)
+
+    async def work(kb: KnowledgeBase) -> None:
+        task = progress.add_task("chunks", total=None)
+        with progress:
+            await kb.rebuild_index(
+                text=only != "vector", vectors=only != "text",
+                progress=lambda done, total: progress.update(task, completed=done,
+                                                             total=total))
+
+    _with_kb(store, work)
+    console.print({None: "text index and vector index rebuilt", "text": "text index rebuilt",
+                   "vector": "vector index rebuilt"}[only])
 
 
 @app.command()

@@ -29,6 +29,7 @@ CHUNK_CONTEXTS = ("headings", "none")
 NO_STEMMING = "none"  # analyzer_language without a stemmer: words are matched as written
 _NOT_FROM_ENV = {"env": False}
 FUSIONS = ("rrf", "minmax", "zscore")
+TEXT_INDEXES = ("segments", "engine")
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,10 @@ class Settings:
             and Anserini's (0.9, 0.4): chunks are short, so length normalisation is mild.
         analyzer_language: stemming language of the full-text analyzer (snowball), or
             ``none`` for no stemming.
+        text_index: what ranks BM25: ``segments`` (the default), surrealdocs' own index,
+            postings kept in SurrealDB records and ranked in this process; or ``engine``,
+            SurrealDB's FULLTEXT index (``@@`` queries). A store opened with the other one
+            is converted on open (``surrealdocs rebuild-index`` rebuilds it).
         bm25_max_df: query terms found in more than this share of the chunks are left out
             of the BM25 query (they cost the engine a scan of that share of the table while
             weighing little: inverse document frequency below ln 3); ``1`` keeps every term.
@@ -157,6 +162,7 @@ class Settings:
     bm25_k1: float = 0.9
     bm25_b: float = 0.4
     analyzer_language: str = "english"
+    text_index: str = "segments"
     bm25_max_df: float = 0.25
     bm25_min_terms: int = 2
     bm25_document_bonus: float = 0.1
@@ -258,6 +264,11 @@ class Settings:
                 f" {NO_STEMMING}, "
                 f"got {self.analyzer_language!r}")
         object.__setattr__(self, "analyzer_language", language)
+        index = str(self.text_index).strip().lower()
+        if index not in TEXT_INDEXES:
+            raise ConfigurationError(
+                f"text_index must be one of {', '.join(TEXT_INDEXES)}, got {self.text_index!r}")
+        object.__setattr__(self, "text_index", index)
         if not isinstance(self.hybrid_candidates, int) or self.hybrid_candidates < 1:
             raise ConfigurationError("hybrid_candidates must be a positive integer")
         if self.hybrid_fusion.lower() not in FUSIONS:

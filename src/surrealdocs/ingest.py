@@ -484,6 +484,7 @@ class Ingestor:
             if STALE_MARK in str(exc):
                 raise _Stale(str(exc)) from exc
             raise
+        storage.chunks.written()
         self._touched_notebooks.update(notebooks)
 
     def _inherit(self, doc: RecordID, notebooks: list[Any], topics: list[str],

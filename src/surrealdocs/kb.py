@@ -93,7 +93,9 @@ class KnowledgeBase:
     @classmethod
     async def open(cls, db: str | None = None, *, settings: Settings | None = None,
                    embedder: Embedder | None = None, run_jobs: bool = False,
-                   create: bool = True, **overrides: Any) -> KnowledgeBase:
+                   create: bool = True,
+                   on_convert: Callable[[int, int], None] | None = None,
+                   **overrides: Any) -> KnowledgeBase:
         """Open (and create or upgrade) a knowledge base.
 
         Args:
@@ -105,6 +107,8 @@ class KnowledgeBase:
                 without vectors (``chunked`` or ``embed`` false) load no model.
             run_jobs: start running queued background jobs now (they also start when this
                 process queues one).
+            on_convert: called with (chunks done, chunks in all) while the store's text
+                index is converted (a store made with the other ``text_index``).
             create: make the store when it does not exist (a file store's folder);
                 ``False`` raises :class:`SchemaNotInitializedError` instead, so that a
                 command meant to read does not leave an empty store behind.
@@ -124,7 +128,8 @@ class KnowledgeBase:
         embedder = embedder if settings.vectors else None
         store = await connect(settings)
         try:
-            return await cls._on(store, settings, embedder, create=True, run_jobs=run_jobs)
+            return await cls._on(store, settings, embedder, create=True, run_jobs=run_jobs,
+                                 on_convert=on_convert)
         except BaseException:
             await store.close()
             raise
@@ -162,10 +167,12 @@ class KnowledgeBase:
 
     @classmethod
     async def _on(cls, store: Store, settings: Settings, embedder: Embedder | None, *,
-                  create: bool, run_jobs: bool) -> KnowledgeBase:
+                  create: bool, run_jobs: bool,
+                  on_convert: Callable[[int, int], None] | None = None) -> KnowledgeBase:
         await ensure_schema(store, settings, embedder.name if embedder else None,
                             embedder.dimension if embedder else 0,
-                            provenance=provenance(embedder) if embedder else None)
+                            provenance=provenance(embedder) if embedder else None,
+                            text_index_progress=on_convert)
         kb = cls(store, embedder, settings, vectors_apart=await vectors_apart(store))
         await kb.storage.chunks.ensure_vector_index()
         # On an embedded store this process is the only writer, so every incomplete document
@@ -372,7 +379,8 @@ class KnowledgeBase:
         """Learn now what searches for these queries need (how common each BM25 term is),
         instead of in the background of the first searches: results are then the same
         from the first search on (evaluation does this)."""
-        if self.settings.chunked and self.settings.bm25_max_df < 1.0:
+        if self.settings.chunked and self.settings.bm25_max_df < 1.0 \
+                and self.storage.chunks.text is None:
             words = sorted({w for q in queries for w in query_words(q)})
             await self.storage.chunks.count_terms(words)
 
@@ -561,9 +569,25 @@ class KnowledgeBase:
         return documents.document_id(ref)
 
     # ----- maintenance -----------------------------------------------------------------
-    async def rebuild_index(self) -> None:
-        """Build the HNSW graph over every vector (done automatically after big ingests)."""
-        await self.storage.chunks.rebuild_if_due(force=True)
+    async def rebuild_index(self, *, text: bool = True, vectors: bool = True,
+                            progress: Callable[[int, int], None] | None = None) -> None:
+        """Rebuild the text index from the chunks (``progress(done, total)`` follows it)
+        and build the HNSW graph over every vector (done automatically after big
+        ingests)."""
+        chunks = self.storage.chunks
+        if text and chunks.text is not None:
+            total = await chunks.count()
+            done = 0
+
+            def step(n: int) -> None:
+                nonlocal done
+                done += n
+                if progress is not None:
+                    progress(done, total)
+
+            await chunks.text.rebuild(step)
+        if vectors and self.settings.vectors:
+            await chunks.rebuild_if_due(force=True)
 
     async def stats(self) -> Stats:
         documents, mime_types, sources = await self.storage.documents.counts()
@@ -580,6 +604,8 @@ class KnowledgeBase:
             vectors_outside_graph=await self.storage.chunks.pending()
             if self.settings.vectors else 0,
             notebooks=await self.storage.notebooks.count() if self.settings.chunked else 0,
+            text_index=await self.storage.chunks.text_index_stats()
+            if self.settings.chunked else {},
         )
 
 

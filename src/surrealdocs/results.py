@@ -252,6 +252,8 @@ class Stats:
     mime_types: dict[str, int] = field(default_factory=dict)
     vectors_outside_graph: int = 0
     notebooks: int = 0
+    # what ranks BM25: {"kind": "engine"} or the text index's segments, postings, dead chunks
+    text_index: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = jsonable(self)

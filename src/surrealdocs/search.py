@@ -196,7 +196,8 @@ class Searcher:
                    careful: bool = True) -> list[Hit]:
         """The BM25 leg: chunks (or documents, in documents-only stores) best first."""
         words = query_words(query)
-        if self.settings.chunked and self.settings.bm25_max_df < 1.0 and len(words) > 1:
+        if self.settings.chunked and self.settings.bm25_max_df < 1.0 and len(words) > 1 \
+                and self.storage.chunks.text is None:  # the engine's index only
             words = await self._informative(words)
         terms = " ".join(words)
         if not terms:

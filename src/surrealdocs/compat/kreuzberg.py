@@ -303,7 +303,8 @@ class _Ingester:
             documents_table=table, chunks_table=chunk_table,
             insert_batch_size=min(insert_batch_size, Settings.insert_batch_size),
             chunked=self._chunked, embed=embed,
-            separate_vectors=False, fit_chunks=False, kreuzberg_config=own_config, **extra)
+            separate_vectors=False, fit_chunks=False, kreuzberg_config=own_config,
+            text_index="engine", **extra)  # its users write `@@` queries
         self._db = db
         self._client = LegacyQueryClient(db)
         self._embedder = embedder

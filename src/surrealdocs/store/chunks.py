@@ -50,6 +50,7 @@ from ..results import id_text
 from .conditions import filter_conditions
 from .connection import STALE_MARK, Statement, Store
 from .schema import hnsw_index_sql, vector_table_sql
+from .textindex import TextIndex
 
 STATEMENTS_PER_ROUND_TRIP = 10
 INSERT_STREAMS = 2  # round trips of one document's inserts in flight at once
@@ -108,6 +109,9 @@ class ChunkStorage:
         self._counting: set[str] = set()  # words being counted in the background
         self._counters: set[asyncio.Task[None]] = set()
         self._stop_counting = False
+        # the text index (None: the engine's FULLTEXT index ranks BM25)
+        self.text = TextIndex(store, settings, self.table) \
+            if settings.chunked and settings.text_index == "segments" else None
 
     # ----- rows -----------------------------------------------------------------------
     def rows(self, doc: RecordID, chunks: Sequence[Chunk], vectors: Any = None, *,
@@ -164,9 +168,12 @@ class ChunkStorage:
 
     def insert_statements(self, rows: Sequence[dict[str, Any]]) -> list[Statement]:
         """Statements inserting ``rows`` (and their vectors), ``insert_batch_size`` per
-        statement."""
+        statement, and their text segment (they belong in one transaction then)."""
         batch = self.settings.insert_batch_size
         statements: list[Statement] = []
+        if self.text is not None:
+            rows = [dict(row) for row in rows]
+            statements += self.text.add_statements(rows)
         for table, part in zip((self.table, self.vector_table), self._split(rows)):
             for i in range(0, len(part), batch):
                 name = f"rows{len(statements)}"
@@ -201,7 +208,10 @@ class ChunkStorage:
                 try:
                     group = await self._free_ids(rows[start:start + step])
                     beat = [heartbeat] if heartbeat and number == 0 else []
-                    await self.store.run(*self.insert_statements(group), *beat)
+                    if self.text is None:
+                        await self.store.run(*self.insert_statements(group), *beat)
+                    else:  # the rows and their text segment: one transaction
+                        await self.store.transaction(*self.insert_statements(group), *beat)
                 except BaseException:
                     failed = True
                     raise
@@ -582,6 +592,8 @@ class ChunkStorage:
         clauses, params = filter_conditions(filters)
         if careful:
             clauses.append(_VISIBLE)
+        if self.text is not None:
+            return await self._ranked_rows(terms, limit, clauses, params)
         where = " AND ".join([*clauses, "content @1,OR@ $q"])
         (rows,) = await self.store.query(
             f"SELECT {_LEG_FIELDS}, search::score(1) AS score FROM {self.table}"
@@ -589,6 +601,30 @@ class ChunkStorage:
             {**params, "q": terms},
         )
         return list(rows or [])
+
+    async def _ranked_rows(self, terms: str, limit: int, clauses: list[str],
+                           params: dict[str, Any]) -> list[dict[str, Any]]:
+        """The text index's ranking, walked best first until ``limit`` chunks pass the
+        conditions (the chunks' rows are read for the candidates only, more each round)."""
+        assert self.text is not None
+        ranked = await self.text.rank(self.text.analyzer.terms(terms))
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        out: list[dict[str, Any]] = []
+        start, step = 0, max(limit + 10, 2 * limit)
+        while start < len(ranked.keys) and len(out) < limit:
+            keys = ranked.keys[start:start + step]
+            scores = dict(zip(keys, ranked.scores[start:start + step]))
+            (rows,) = await self.store.query(
+                f"SELECT {_LEG_FIELDS} FROM $candidates{where};",
+                {**params, "candidates": [RecordID(self.table, k) for k in keys]})
+            passed = {str(r["id"].id): r for r in rows or []}
+            for key in keys:
+                row = passed.get(key)
+                if row is not None:
+                    out.append({**row, "score": scores[key]})
+            start += step
+            step *= 4
+        return out[:limit]
 
     async def vector_rows(self, vector: list[float], k: int, ef: int, filters: Filters,
                           careful: bool = True) -> list[dict[str, Any]]:
@@ -680,6 +716,18 @@ class ChunkStorage:
         closed with a statement still running in it."""
         self._stop_counting = True
         await asyncio.gather(*self._counters, return_exceptions=True)
+        if self.text is not None:
+            await self.text.stop()
+
+    async def text_index_stats(self) -> dict[str, Any]:
+        if self.text is None:
+            return {"kind": "engine"}
+        return {"kind": "segments", **await self.text.stats()}
+
+    def written(self) -> None:
+        """Chunks were written: merge the text index's segments if a level is full."""
+        if self.text is not None:
+            self.text.merge_soon()
 
     async def details(self, chunks: Sequence[RecordID]) -> dict[str, dict[str, Any]]:
         """What a hit shows of each chunk (text, position, its document's source, title and

@@ -25,6 +25,7 @@ from ..errors import (
 from .connection import Statement, Store
 from .keys import key_table
 from .names import META, Names
+from .textindex import TextIndex
 
 
 def hnsw_index_sql(names: Names, settings: Settings, dimension: int,
@@ -375,6 +376,15 @@ def _v11(names: Names, settings: Settings, dimension: int) -> str:
     return f"DEFINE FIELD IF NOT EXISTS token_count ON {names.chunks} COMPUTED word_count;"
 
 
+def _v12(names: Names, settings: Settings, dimension: int) -> str:
+    # The text index's tables, the chunks' origin segment, and the event that records a
+    # deleted chunk (store/textindex.py). Whether the store ranks with them or with the
+    # engine's FULLTEXT index is settled after the migrations (reconcile_text_index).
+    if not settings.chunked:
+        return ""
+    return TextIndex.schema_sql_for(names.chunks)
+
+
 def _surql_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
@@ -395,12 +405,15 @@ MIGRATIONS: tuple[Migration, ...] = (
               _v10),
     Migration(11, "chunks.token_count, an alias of word_count (kreuzberg-surrealdb layout)",
               _v11),
+    Migration(12, "the text index: segments, maps, blocks, deletions, lease; chunks.text_seg",
+              _v12),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
 
 async def ensure_schema(store: Store, settings: Settings, model: str | None,
-                        dimension: int, *, provenance: Mapping[str, str] | None = None) -> int:
+                        dimension: int, *, provenance: Mapping[str, str] | None = None,
+                        text_index_progress: Callable[[int, int], None] | None = None) -> int:
     """Create or upgrade the schema, and bind the store to ``model``. Returns the version.
 
     ``model`` is ``None`` (and ``dimension`` ignored) for stores without vectors
@@ -452,6 +465,7 @@ async def ensure_schema(store: Store, settings: Settings, model: str | None,
              "vectors": settings.vectors, "analyzer": names.analyzer,
              **(migration.params(names, settings) if migration.params else {})},
         )
+    await reconcile_text_index(store, settings, text_index_progress)
     if not embedding and settings.vectors:
         await store.query(
             "UPSERT $embedding MERGE { model: $model, dimension: $dimension,"
@@ -460,6 +474,47 @@ async def ensure_schema(store: Store, settings: Settings, model: str | None,
              "distance": settings.hnsw_distance, "provenance": dict(provenance or {}) or None},
         )
     return SCHEMA_VERSION
+
+
+async def reconcile_text_index(store: Store, settings: Settings,
+                               progress: Callable[[int, int], None] | None = None) -> None:
+    """Give the store the text index its settings ask for: convert a store that ranks with
+    the engine's FULLTEXT index to segments (the engine index goes: it is most of the cost
+    of writing a chunk), or back. ``progress(done, total)`` follows a conversion. An
+    interrupted conversion is finished on the next open."""
+    if not settings.chunked:
+        return
+    names = store.names
+    schema = await read_schema(store) or {}
+    have = str(schema.get("text_index") or "engine")
+    want = settings.text_index
+    if have == want:
+        return
+    index = TextIndex(store, settings, names.chunks)
+    if want == "segments":
+        await store.query(
+            f"REMOVE INDEX IF EXISTS {names.ft_index} ON {names.chunks};"
+            " UPSERT $schema MERGE { text_index: 'converting' };",
+            {"schema": names.schema_key})
+        total = 0
+        if progress is not None:
+            (rows,) = await store.query(f"SELECT count() AS n FROM {names.chunks} GROUP ALL;")
+            total = int(rows[0]["n"]) if rows else 0
+            progress(0, total)
+        done = 0
+
+        def step(n: int) -> None:
+            nonlocal done
+            done += n
+            if progress is not None:
+                progress(done, total)
+
+        await index.rebuild(step)
+    else:
+        await index.drop()
+        await store.query(ft_index_sql(names, settings))
+    await store.query("UPSERT $schema MERGE { text_index: $want };",
+                      {"schema": names.schema_key, "want": want})
 
 
 async def vectors_apart(store: Store) -> bool:

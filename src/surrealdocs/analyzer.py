@@ -1,0 +1,62 @@
+"""The text analyzer of the text index: the same words for the chunks and for the queries.
+
+It follows the engine's analyzer (``class`` tokens, lowercase, ASCII folding, Snowball):
+runs of letters and runs of digits are terms ("r2d2" is r, 2, d, 2), lower-cased, stemmed
+by PyStemmer's Snowball stemmer for the store's ``analyzer_language``, then folded to ASCII
+by anyascii ("café" and "cafe" are one term). Stemming comes before folding so that a
+stemmer sees the accents of its language.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from functools import lru_cache
+
+import Stemmer
+from anyascii import anyascii
+
+from .config import NO_STEMMING
+
+_PIECE = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
+_NOT_ALNUM = re.compile(r"[^a-z0-9]+")
+MAX_TERM_CHARS = 64  # longer runs (hashes, base64) are cut: a term is a key in the index
+
+
+class Analyzer:
+    """Text to index terms for one language."""
+
+    def __init__(self, language: str = "english") -> None:
+        self.language = language
+        self._local = threading.local()  # a PyStemmer stemmer is not thread-safe
+
+    def words(self, text: str) -> list[str]:
+        """The text's words (letter runs and digit runs), lower-cased, not yet terms."""
+        return _PIECE.findall(text.lower())
+
+    def terms(self, text: str) -> list[str]:
+        """The index terms of a text, in order, repeats kept."""
+        return self.terms_of_words(self.words(text))
+
+    def terms_of_words(self, words: list[str]) -> list[str]:
+        if self.language == NO_STEMMING:
+            stems = words
+        else:
+            stemmer = getattr(self._local, "stemmer", None)
+            if stemmer is None:
+                stemmer = self._local.stemmer = Stemmer.Stemmer(self.language)
+            stems = stemmer.stemWords(words)
+        out = [s if s.isascii() else _fold(s) for s in stems]
+        if any(len(t) > MAX_TERM_CHARS or not t for t in out):
+            out = [t[:MAX_TERM_CHARS] for t in out if t]
+        return out
+
+
+@lru_cache(maxsize=65536)
+def _fold(term: str) -> str:
+    return _NOT_ALNUM.sub("", anyascii(term).lower())
+
+
+@lru_cache(maxsize=8)
+def analyzer_for(language: str) -> Analyzer:
+    return Analyzer(language)

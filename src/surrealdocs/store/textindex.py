@@ -1,0 +1,819 @@
+"""The text index: BM25 ranked in this process over postings that surrealdocs keeps in
+SurrealDB (issue 28). This module owns its tables and all their SurrealQL.
+
+The engine's FULLTEXT index scores every matching row before ``LIMIT`` and is most of the
+cost of writing a chunk. Here the store keeps immutable *segments* and this process ranks:
+
+- ``<chunks>_text_segment``: one header per segment (its chunk count, their total length,
+  how many blocks its postings have, ``live``).
+- ``<chunks>_text_map``: per segment, each ordinal's chunk key and length, and its *origin*
+  (the segment the chunk was first written in, which the chunk row keeps in ``text_seg``).
+- ``<chunks>_text_block``: a segment's postings, its terms split into ``blocks`` records by
+  a hash of the term (a small segment is one record; a search reads only the blocks of the
+  query's terms). A block holds its terms, their posting counts, and each posting's ordinal
+  (``<u4``) and term frequency (``<u2``) as packed ``bytes``.
+- ``<chunks>_text_dead``: a deleted chunk (its id and origin), written by an event in the
+  transaction that deletes the row, whatever deletes it (a cascade too).
+- ``<chunks>_text_lease``: who merges or rebuilds now.
+
+A write of chunks adds its segment in the same transaction, so a chunk is findable by text
+exactly when its row is committed. Merges (tiered: ten segments of a level into one of the
+next, or one segment whose chunks are mostly deleted) write the new segment unpublished,
+then publish it and remove its inputs and the deletions they absorbed in one transaction,
+under the lease; a crash before that leaves the inputs live and the unpublished segment to
+the next merger, which removes it.
+
+Segments never change, so what this process decoded of them (maps, blocks) is kept in a
+bounded cache keyed by segment. Statistics (chunk count, average length, document
+frequencies) are exact over the live chunks; the IDF is Lucene's, never zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import secrets
+import time
+import zlib
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+from surrealdb import RecordID
+
+from ..analyzer import Analyzer, analyzer_for
+from ..config import Settings
+from ..errors import StoreError
+from .connection import Statement, Store
+
+T = TypeVar("T")
+BLOCK_POSTINGS = 32_768  # postings per block record of a large segment
+LEVEL_BASE = 100  # level 0 holds segments under 100 chunks, level 1 under 1,000, ...
+MERGE_FANOUT = 10  # segments of one level merged into one of the next
+EXPUNGE_DEAD_RATIO = 0.3  # a segment with more dead chunks is rewritten alone
+LEASE_SECONDS = 300
+CACHE_BYTES = 256 * 1024 * 1024
+REBUILD_PAGE = 5_000
+STALE = "surrealdocs: text segments changed"
+DAMAGED = ("the text index of {url} is damaged ({what}); rebuild it from the chunks:"
+           " surrealdocs rebuild-index")
+
+
+def new_segment_key() -> str:
+    """Time-ordered and unique across processes."""
+    return f"{time.time_ns():016x}{secrets.token_hex(4)}"
+
+
+def level_of(chunks: int) -> int:
+    return 0 if chunks < LEVEL_BASE else int(math.log10(chunks / LEVEL_BASE)) + 1
+
+
+# ----- building a segment ------------------------------------------------------------
+@dataclass
+class Built:
+    """A segment's content, ready to write."""
+
+    key: str
+    keys: list[str]  # chunk key per ordinal
+    lengths: np.ndarray  # terms per ordinal (u4)
+    origins: list[str]  # the segments the chunks were first written in
+    origin_of: np.ndarray  # index into origins per ordinal (u4)
+    terms: list[str]  # the vocabulary
+    term_of: np.ndarray  # per posting, sorted by (term, ordinal)
+    ords: np.ndarray
+    tfs: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.keys)
+
+    def header(self, live: bool) -> dict[str, Any]:
+        return {"n": self.n, "total": int(self.lengths.sum()), "blocks": self.block_count,
+                "postings": len(self.ords), "level": level_of(self.n), "live": live}
+
+    @property
+    def block_count(self) -> int:
+        return max(1, math.ceil(len(self.ords) / BLOCK_POSTINGS))
+
+    def map_record(self) -> dict[str, Any]:
+        return {"keys": self.keys, "lengths": self.lengths.astype("<u4").tobytes(),
+                "origins": self.origins,
+                "origin_of": self.origin_of.astype("<u4").tobytes()}
+
+    def blocks(self) -> list[tuple[int, dict[str, Any]]]:
+        """(block number, record) of each block."""
+        count = self.block_count
+        vocabulary = len(self.terms)
+        block_of_term = np.fromiter((zlib.crc32(t.encode()) % count for t in self.terms),
+                                    dtype=np.int64, count=vocabulary)
+        df = np.bincount(self.term_of, minlength=vocabulary)
+        term_order = np.argsort(block_of_term, kind="stable")
+        posting_order = np.argsort(block_of_term[self.term_of], kind="stable")
+        term_bounds = np.searchsorted(block_of_term[term_order], np.arange(count + 1))
+        posting_counts = np.bincount(block_of_term, weights=df, minlength=count).astype(np.int64)
+        posting_bounds = np.concatenate(([0], np.cumsum(posting_counts)))
+        ords = self.ords[posting_order].astype("<u4")
+        tfs = np.minimum(self.tfs[posting_order], 65535).astype("<u2")
+        out = []
+        for b in range(count):  # every block is written, empty or not: a search that
+            # misses one knows the segment is gone (merged away while it read)
+            members = term_order[term_bounds[b]:term_bounds[b + 1]]
+            lo, hi = posting_bounds[b], posting_bounds[b + 1]
+            out.append((b, {"terms": "\n".join(self.terms[t] for t in members),
+                            "counts": df[members].astype("<u4").tobytes(),
+                            "ords": ords[lo:hi].tobytes(), "tfs": tfs[lo:hi].tobytes()}))
+        return out
+
+
+def build(key: str, keys: list[str], texts: Sequence[str], analyzer: Analyzer) -> Built:
+    """The segment of these chunks (each its own origin: they are written now)."""
+    return build_with_origins(key, keys, texts, [key] * len(keys), analyzer)
+
+
+def build_with_origins(key: str, keys: list[str], texts: Sequence[str],
+                       origin_of: Sequence[str], analyzer: Analyzer) -> Built:
+    """The segment of these chunks, each with the segment it was first written in."""
+    n = len(keys)
+    vocabulary: dict[str, int] = {}
+    ids: list[int] = []
+    lengths = np.zeros(n, dtype=np.int64)
+    for i, text in enumerate(texts):
+        terms = analyzer.terms(text)
+        lengths[i] = len(terms)
+        ids += [vocabulary.setdefault(t, len(vocabulary)) for t in terms]
+    term_of = np.array(ids, dtype=np.int64)
+    ords = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    origins = list(dict.fromkeys(origin_of))
+    code = {o: i for i, o in enumerate(origins)}
+    return _collapse(key, keys, lengths, origins,
+                     np.array([code[o] for o in origin_of], dtype=np.int64),
+                     list(vocabulary), term_of, ords, np.ones(len(ords), dtype=np.int64))
+
+
+def _collapse(key: str, keys: list[str], lengths: np.ndarray, origins: list[str],
+              origin_of: np.ndarray, terms: list[str], term_of: np.ndarray,
+              ords: np.ndarray, tfs: np.ndarray) -> Built:
+    """Sum the frequencies of repeated (term, ordinal) pairs and sort the postings."""
+    n = max(len(keys), 1)
+    combined = term_of * n + ords
+    unique, inverse = np.unique(combined, return_inverse=True)
+    summed = np.bincount(inverse, weights=tfs, minlength=len(unique)).astype(np.int64)
+    return Built(key, keys, lengths, origins, origin_of, terms, unique // n, unique % n,
+                 summed)
+
+
+# ----- reading a segment -------------------------------------------------------------
+@dataclass
+class Block:
+    index: dict[str, int]
+    starts: np.ndarray
+    ords: np.ndarray
+    tfs: np.ndarray
+
+    @classmethod
+    def decode(cls, row: dict[str, Any]) -> Block:
+        terms = str(row.get("terms") or "").split("\n") if row.get("terms") else []
+        counts = np.frombuffer(row["counts"], dtype="<u4").astype(np.int64)
+        return cls(dict(zip(terms, range(len(terms)))),
+                   np.concatenate(([0], np.cumsum(counts))),
+                   np.frombuffer(row["ords"], dtype="<u4").astype(np.int64),
+                   np.frombuffer(row["tfs"], dtype="<u2").astype(np.float64))
+
+    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        i = self.index.get(term)
+        if i is None:
+            return None
+        lo, hi = self.starts[i], self.starts[i + 1]
+        return self.ords[lo:hi], self.tfs[lo:hi]
+
+    @property
+    def size(self) -> int:
+        return int(self.ords.nbytes + self.tfs.nbytes + self.starts.nbytes
+                   + 80 * len(self.index))
+
+
+@dataclass
+class SegmentMap:
+    keys: list[str]
+    lengths: np.ndarray
+    origins: list[str]
+    origin_of: np.ndarray
+    _where: dict[tuple[str, int], int] | None = field(default=None, repr=False)
+
+    @classmethod
+    def decode(cls, row: dict[str, Any]) -> SegmentMap:
+        return cls(list(row["keys"]),
+                   np.frombuffer(row["lengths"], dtype="<u4").astype(np.float64),
+                   list(row["origins"]),
+                   np.frombuffer(row["origin_of"], dtype="<u4").astype(np.int64))
+
+    def ordinal(self, key: str, origin: str) -> int | None:
+        """The ordinal of a chunk first written in ``origin``."""
+        if self._where is None:
+            codes = self.origin_of.tolist()
+            self._where = {(k, o): i for i, (k, o) in enumerate(zip(self.keys, codes))}
+        try:
+            return self._where.get((key, self.origins.index(origin)))
+        except ValueError:
+            return None
+
+    @property
+    def size(self) -> int:
+        return int(self.lengths.nbytes + self.origin_of.nbytes + 90 * len(self.keys))
+
+
+@dataclass(frozen=True)
+class Segment:
+    key: str
+    n: int
+    total: int
+    blocks: int
+    postings: int
+    level: int
+
+
+class _Cache:
+    """Decoded maps and blocks of segments, least recently used out beyond ``limit``
+    bytes. Always valid: a segment never changes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._items: OrderedDict[tuple[Any, ...], tuple[Any, int]] = OrderedDict()
+
+    def get(self, key: tuple[Any, ...]) -> Any:
+        item = self._items.get(key)
+        if item is None:
+            return None
+        self._items.move_to_end(key)
+        return item[0]
+
+    def put(self, key: tuple[Any, ...], value: Any, size: int) -> None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self.used -= old[1]
+        self._items[key] = (value, size)
+        self.used += size
+        while self.used > self.limit and len(self._items) > 1:
+            _, (_, dropped) = self._items.popitem(last=False)
+            self.used -= dropped
+
+
+@dataclass
+class Ranked:
+    """Chunks scored by a search: best first, as chunk keys with scores."""
+
+    keys: list[str]
+    scores: list[float]
+
+
+@dataclass
+class _View:
+    """What one search sees: the live segments, their maps, the dead ordinals."""
+
+    segments: list[Segment]
+    maps: dict[str, SegmentMap]
+    dead: dict[str, np.ndarray]  # segment -> boolean mask of dead ordinals
+    chunks: int
+    average_length: float
+
+
+class TextIndex:
+    """The text index of one store's chunks."""
+
+    def __init__(self, store: Store, settings: Settings, chunks_table: str) -> None:
+        self.store = store
+        self.settings = settings
+        self.chunks_table = chunks_table
+        names = store.names
+        self.segment_table = f"{chunks_table}_text_segment"
+        self.map_table = f"{chunks_table}_text_map"
+        self.block_table = f"{chunks_table}_text_block"
+        self.dead_table = f"{chunks_table}_text_dead"
+        self.lease_key = RecordID(f"{chunks_table}_text_lease", "merge")
+        self.analyzer = analyzer_for(names.language)
+        self.cache = _Cache(CACHE_BYTES)
+        self.owner = f"{os.getpid()}-{secrets.token_hex(4)}"
+        self._merging: asyncio.Task[None] | None = None
+        self._maintaining = asyncio.Lock()  # one merge or rebuild at a time in a process
+        self._stopping = False
+
+    # ----- schema --------------------------------------------------------------------
+    @staticmethod
+    def schema_sql_for(chunks_table: str) -> str:
+        C = chunks_table
+        dead = f"{C}_text_dead"
+        tables = "".join(f" DEFINE TABLE IF NOT EXISTS {C}_text_{t} SCHEMALESS;"
+                         for t in ("segment", "map", "block", "dead", "lease"))
+        return (tables
+                + f" DEFINE FIELD IF NOT EXISTS text_seg ON {C} TYPE option<string>;"
+                f" DEFINE INDEX IF NOT EXISTS {dead}_seg ON {dead} FIELDS seg;"
+                f" DEFINE EVENT IF NOT EXISTS {C}_text_dead ON {C}"
+                " WHEN $event = 'DELETE' AND $before.text_seg != NONE THEN"
+                f" (CREATE {dead} CONTENT {{ chunk: record::id($before.id),"
+                " seg: $before.text_seg } RETURN NONE);")
+
+    # ----- writing -------------------------------------------------------------------
+    def add_statements(self, rows: list[dict[str, Any]]) -> list[Statement]:
+        """Give ``rows`` (chunk rows about to be inserted) a segment: each row gets its
+        ``text_seg``, and the returned statements write the segment, live. For the
+        transaction that inserts the rows."""
+        if not rows:
+            return []
+        key = new_segment_key()
+        for row in rows:
+            row["text_seg"] = key
+        built = build(key, [str(row["id"].id) for row in rows],
+                      [str(row.get("content") or "") for row in rows], self.analyzer)
+        return self._write_statements(built, live=True)
+
+    def _write_statements(self, built: Built, *, live: bool) -> list[Statement]:
+        key = built.key
+        tag = f"ts_{key}"
+        blocks = [{"id": RecordID(self.block_table, [key, b]), **record}
+                  for b, record in built.blocks()]
+        return [Statement(
+            f"CREATE ${tag}_h CONTENT ${tag}_hv RETURN NONE;"
+            f" CREATE ${tag}_m CONTENT ${tag}_mv RETURN NONE;"
+            f" INSERT INTO {self.block_table} ${tag}_b RETURN NONE;",
+            {f"{tag}_h": RecordID(self.segment_table, key), f"{tag}_hv": built.header(live),
+             f"{tag}_m": RecordID(self.map_table, key), f"{tag}_mv": built.map_record(),
+             f"{tag}_b": blocks}, rows=len(blocks))]
+
+    # ----- searching -----------------------------------------------------------------
+    async def _view(self) -> _View:
+        # one transaction: one snapshot of the segments and of the deletions
+        _, headers, dead_rows, _ = await self.store.query(
+            f"BEGIN; SELECT id, n, total, blocks, postings, level FROM {self.segment_table}"
+            f" WHERE live = true; SELECT chunk, seg FROM {self.dead_table}; COMMIT;")
+        segments = [Segment(str(h["id"].id), int(h["n"]), int(h["total"]), int(h["blocks"]),
+                            int(h.get("postings") or 0), int(h.get("level") or 0))
+                    for h in headers or []]
+        segments.sort(key=lambda s: s.key)
+        maps = await self._maps([s.key for s in segments])
+        where: dict[str, str] = {}  # origin -> live segment holding its chunks
+        for s in segments:
+            for origin in maps[s.key].origins:
+                where[origin] = s.key
+        dead: dict[str, np.ndarray] = {}
+        for row in dead_rows or []:
+            seg = where.get(str(row["seg"]))
+            if seg is None:
+                continue  # its segment was merged without it, or rebuilt
+            ordinal = maps[seg].ordinal(str(row["chunk"]), str(row["seg"]))
+            if ordinal is None:
+                continue
+            mask = dead.get(seg)
+            if mask is None:
+                mask = dead[seg] = np.zeros(len(maps[seg].keys), dtype=bool)
+            mask[ordinal] = True
+        chunks = sum(s.n for s in segments) - sum(int(m.sum()) for m in dead.values())
+        total = sum(s.total for s in segments) - sum(
+            float(maps[k].lengths[m].sum()) for k, m in dead.items())
+        return _View(segments, maps, dead, chunks, total / chunks if chunks > 0 else 0.0)
+
+    async def _maps(self, keys: list[str]) -> dict[str, SegmentMap]:
+        out: dict[str, SegmentMap] = {}
+        missing = []
+        for key in keys:
+            found = self.cache.get(("map", key))
+            if found is None:
+                missing.append(key)
+            else:
+                out[key] = found
+        if missing:
+            (rows,) = await self.store.query(
+                "SELECT * FROM $ids;", {"ids": [RecordID(self.map_table, k) for k in missing]})
+            for row in rows or []:
+                decoded = SegmentMap.decode(row)
+                key = str(row["id"].id)
+                self.cache.put(("map", key), decoded, decoded.size)
+                out[key] = decoded
+            lost = [k for k in missing if k not in out]
+            if lost:
+                raise _Missing(f"the map of segment {lost[0]}")
+        return out
+
+    async def _blocks(self, wanted: Iterable[tuple[str, int]]) -> dict[tuple[str, int], Block]:
+        out: dict[tuple[str, int], Block] = {}
+        missing = []
+        for key in wanted:
+            found = self.cache.get(("block", *key))
+            if found is None:
+                missing.append(key)
+            else:
+                out[key] = found
+        if missing:
+            (rows,) = await self.store.query(
+                "SELECT * FROM $ids;",
+                {"ids": [RecordID(self.block_table, [s, b]) for s, b in missing]})
+            for row in rows or []:
+                seg, b = row["id"].id
+                decoded = Block.decode(row)
+                self.cache.put(("block", str(seg), int(b)), decoded, decoded.size)
+                out[(str(seg), int(b))] = decoded
+            lost = [k for k in missing if k not in out]
+            if lost:
+                raise _Missing(f"block {lost[0][1]} of segment {lost[0][0]}")
+        return out
+
+    async def rank(self, terms: Sequence[str]) -> Ranked:
+        """Every live chunk holding any of the (analyzed) terms, best first by BM25."""
+        return await self._retrying(lambda: self._rank(terms))
+
+    async def _retrying(self, read: Callable[[], Awaitable[T]]) -> T:
+        for attempt in range(3):
+            try:
+                return await read()
+            except _Missing as exc:
+                if attempt == 2:  # not a merge racing this read: records are gone
+                    raise StoreError(DAMAGED.format(url=self.store.url, what=str(exc))
+                                     ) from None
+        raise AssertionError("unreachable")
+
+    async def _rank(self, terms: Sequence[str]) -> Ranked:
+        unique = list(dict.fromkeys(t for t in terms if t))
+        view = await self._view()
+        if not unique or view.chunks <= 0:
+            return Ranked([], [])
+        wanted = {(s.key, zlib.crc32(t.encode()) % s.blocks) for s in view.segments
+                  for t in unique}
+        blocks = await self._blocks(wanted)
+        k1, b = self.settings.bm25_k1, self.settings.bm25_b
+        # postings per term and segment, dead ones dropped
+        found: list[list[tuple[int, np.ndarray, np.ndarray]]] = []
+        for term in unique:
+            per_segment = []
+            bucket = zlib.crc32(term.encode())
+            for i, s in enumerate(view.segments):
+                block = blocks.get((s.key, bucket % s.blocks))
+                hit = block.postings(term) if block is not None else None
+                if hit is None:
+                    continue
+                ords, tfs = hit
+                mask = view.dead.get(s.key)
+                if mask is not None:
+                    keep = ~mask[ords]
+                    ords, tfs = ords[keep], tfs[keep]
+                if len(ords):
+                    per_segment.append((i, ords, tfs))
+            found.append(per_segment)
+        n = view.chunks
+        scores: dict[int, np.ndarray] = {}
+        for per_segment in found:
+            df = sum(len(o) for _, o, _ in per_segment)
+            if not df:
+                continue
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            for i, ords, tfs in per_segment:
+                s = view.segments[i]
+                acc = scores.get(i)
+                if acc is None:
+                    acc = scores[i] = np.zeros(s.n, dtype=np.float64)
+                norm = k1 * (1.0 - b + b * view.maps[s.key].lengths[ords] / view.average_length)
+                acc[ords] += idf * tfs * (k1 + 1.0) / (tfs + norm)
+        keys: list[str] = []
+        values: list[np.ndarray] = []
+        for i, acc in scores.items():
+            hits = np.flatnonzero(acc)
+            segment_keys = view.maps[view.segments[i].key].keys
+            keys += [segment_keys[h] for h in hits.tolist()]
+            values.append(acc[hits])
+        if not keys:
+            return Ranked([], [])
+        flat = np.concatenate(values)
+        order = sorted(range(len(keys)), key=lambda j: (-flat[j], keys[j])) \
+            if len(keys) <= 2048 else _ranked_order(flat, keys)
+        return Ranked([keys[j] for j in order], flat[order].tolist())
+
+    # ----- statistics ------------------------------------------------------------------
+    async def stats(self) -> dict[str, Any]:
+        """Segments, postings, live and dead chunks."""
+        view = await self._retrying(self._view)
+        dead = sum(int(m.sum()) for m in view.dead.values())
+        stored = sum(s.n for s in view.segments)
+        (pending,) = await self.store.query(
+            f"SELECT count() AS n FROM {self.dead_table} GROUP ALL;")
+        return {"segments": len(view.segments),
+                "postings": sum(s.postings for s in view.segments),
+                "chunks": view.chunks, "dead": dead,
+                "dead_ratio": dead / stored if stored else 0.0,
+                "deletions_recorded": int(pending[0]["n"]) if pending else 0,
+                "levels": sorted({s.level for s in view.segments})}
+
+    async def live_postings(self) -> dict[str, dict[str, int]]:
+        """Every live chunk's terms and their frequencies, as the index holds them (reads
+        the whole index: for checks)."""
+        async def read() -> dict[str, dict[str, int]]:
+            view = await self._view()
+            parts = await self._read_whole(view.segments)
+            out: dict[str, dict[str, int]] = {}
+            for s in view.segments:
+                m = view.maps[s.key]
+                dead = view.dead.get(s.key)
+                for ordinal, key in enumerate(m.keys):
+                    if dead is None or not dead[ordinal]:
+                        if key in out:
+                            raise StoreError(f"chunk {key} is live in two segments")
+                        out[key] = {}
+                for block in parts[s.key]:
+                    for term, i in block.index.items():
+                        lo, hi = block.starts[i], block.starts[i + 1]
+                        for ordinal, tf in zip(block.ords[lo:hi].tolist(),
+                                               block.tfs[lo:hi].tolist()):
+                            if dead is None or not dead[ordinal]:
+                                out[m.keys[ordinal]][term] = int(tf)
+            return out
+        return await self._retrying(read)
+
+    async def expected_postings(self) -> dict[str, dict[str, int]]:
+        """What an index rebuilt from the chunks would hold (for checks)."""
+        (rows,) = await self.store.query(f"SELECT id, content FROM {self.chunks_table};")
+        out = {}
+        for row in rows or []:
+            counts: dict[str, int] = {}
+            for term in self.analyzer.terms(str(row.get("content") or "")):
+                counts[term] = counts.get(term, 0) + 1
+            out[str(row["id"].id)] = counts
+        return out
+
+    # ----- merging -------------------------------------------------------------------
+    def merge_soon(self) -> None:
+        """Merge in the background when a level has grown full (one merge at a time in
+        this process; the lease keeps other processes out)."""
+        if self._stopping or (self._merging is not None and not self._merging.done()):
+            return
+        self._merging = asyncio.get_running_loop().create_task(self._merge_quietly())
+
+    async def _merge_quietly(self) -> None:
+        try:
+            while not self._stopping and await self.merge_once():
+                pass
+        except Exception:  # a busy or closing store: merged another time
+            pass
+
+    async def stop(self) -> None:
+        """Let a background merge end after its current statement, and wait for it."""
+        self._stopping = True
+        if self._merging is not None:
+            await asyncio.gather(self._merging, return_exceptions=True)
+
+    async def merge_once(self, *, force: bool = False) -> bool:
+        """Merge one group of segments if one is due (``force``: every live segment into
+        one). Returns whether it merged."""
+        view = await self._view()
+        group = _due(view, force)
+        if not group:
+            return False
+        async with self._maintaining:
+            return await self._merge_under_lease(force)
+
+    async def _merge_under_lease(self, force: bool) -> bool:
+        if not await self._take_lease():
+            return False
+        try:
+            await self._drop_unpublished()
+            view = await self._view()  # again, under the lease
+            group = _due(view, force)
+            if not group:
+                return False
+            await self._merge(view, group)
+            return True
+        finally:
+            await self._release_lease()
+
+    async def _merge(self, view: _View, group: list[Segment]) -> None:
+        parts = await self._read_whole(group)
+        keys: list[str] = []
+        lengths: list[np.ndarray] = []
+        origins: list[str] = []
+        origin_of: list[np.ndarray] = []
+        vocabulary: dict[str, int] = {}
+        term_of: list[np.ndarray] = []
+        ords: list[np.ndarray] = []
+        tfs: list[np.ndarray] = []
+        absorbed: list[tuple[str, str]] = []  # dead (chunk, origin) dropped by the merge
+        for s in group:
+            m = view.maps[s.key]
+            dead = view.dead.get(s.key, np.zeros(len(m.keys), dtype=bool))
+            alive = np.flatnonzero(~dead)
+            new_ord = np.full(len(m.keys), -1, dtype=np.int64)
+            new_ord[alive] = np.arange(len(keys), len(keys) + len(alive))
+            codes = m.origin_of
+            absorbed += [(m.keys[i], m.origins[codes[i]]) for i in np.flatnonzero(dead)]
+            keys += [m.keys[i] for i in alive.tolist()]
+            lengths.append(m.lengths[alive])
+            shift = len(origins)
+            origins += m.origins
+            origin_of.append(codes[alive] + shift)
+            for block in parts[s.key]:
+                local = np.fromiter((vocabulary.setdefault(t, len(vocabulary))
+                                     for t in block.index), dtype=np.int64,
+                                    count=len(block.index))
+                counts = np.diff(block.starts)
+                mapped = new_ord[block.ords]
+                keep = mapped >= 0
+                term_of.append(np.repeat(local, counts)[keep])
+                ords.append(mapped[keep])
+                tfs.append(block.tfs[keep].astype(np.int64))
+        used = sorted(set(np.concatenate(origin_of).tolist())) if keys else []
+        renumber = np.zeros(max(len(origins), 1), dtype=np.int64)
+        renumber[used] = np.arange(len(used))
+        merged = _collapse(
+            new_segment_key(), keys, np.concatenate(lengths).astype(np.int64)
+            if lengths else np.zeros(0, dtype=np.int64),
+            [origins[u] for u in used],
+            renumber[np.concatenate(origin_of)] if keys else np.zeros(0, dtype=np.int64),
+            list(vocabulary), _cat(term_of), _cat(ords), _cat(tfs))
+        if self._stopping:
+            return
+        if merged.n:
+            for statement in self._write_statements(merged, live=False):
+                await self.store.run(statement)
+                if self._stopping:
+                    return
+        await self._publish(merged if merged.n else None, group, absorbed)
+
+    async def _read_whole(self, group: list[Segment]) -> dict[str, list[Block]]:
+        (rows,) = await self.store.query(
+            "SELECT * FROM $ids;",
+            {"ids": [RecordID(self.block_table, [s.key, b]) for s in group
+                     for b in range(s.blocks)]})
+        out: dict[str, list[Block]] = {s.key: [] for s in group}
+        for row in rows or []:
+            out[str(row["id"].id[0])].append(Block.decode(row))
+        return out
+
+    def _drop_statements(self, group: Sequence[Segment]) -> Statement:
+        return Statement(
+            "DELETE $drop_headers; DELETE $drop_maps; DELETE $drop_blocks;",
+            {"drop_headers": [RecordID(self.segment_table, s.key) for s in group],
+             "drop_maps": [RecordID(self.map_table, s.key) for s in group],
+             "drop_blocks": [RecordID(self.block_table, [s.key, b]) for s in group
+                             for b in range(s.blocks)]})
+
+    async def _publish(self, merged: Built | None, group: list[Segment],
+                       absorbed: list[tuple[str, str]]) -> None:
+        """Swap the merged segment for its inputs in one transaction (refused when an input
+        is gone or the merged segment was removed as unpublished by another merger)."""
+        check = Statement(
+            f"IF array::len((SELECT id FROM $inputs WHERE live = true)) != array::len($inputs)"
+            f" {{ THROW '{STALE}' }};",
+            {"inputs": [RecordID(self.segment_table, s.key) for s in group]})
+        publish = Statement("")
+        if merged is not None:
+            publish = Statement(
+                f"IF !record::exists($merged) {{ THROW '{STALE}' }};"
+                " UPDATE $merged SET live = true RETURN NONE;",
+                {"merged": RecordID(self.segment_table, merged.key)})
+        forget = Statement(
+            f"FOR $d IN $absorbed {{ DELETE {self.dead_table} WHERE seg = $d[1]"
+            " AND chunk = $d[0]; };", {"absorbed": [list(a) for a in absorbed]})
+        await self.store.transaction(check, publish, self._drop_statements(group), forget)
+
+    async def _drop_unpublished(self) -> None:
+        """Remove what an interrupted merge or rebuild left (the lease is ours)."""
+        (rows,) = await self.store.query(
+            f"SELECT id, blocks FROM {self.segment_table} WHERE live = false;")
+        if rows:
+            left = [Segment(str(r["id"].id), 0, 0, int(r["blocks"]), 0, 0) for r in rows]
+            await self.store.run(self._drop_statements(left))
+
+    async def _take_lease(self) -> bool:
+        try:
+            await self.store.transaction(Statement(
+                "IF (SELECT VALUE until FROM ONLY $lease) > time::now()"
+                " AND (SELECT VALUE owner FROM ONLY $lease) != $owner"
+                f" {{ THROW 'busy' }};"
+                " UPSERT $lease SET owner = $owner,"
+                f" until = time::now() + {LEASE_SECONDS}s RETURN NONE;",
+                {"lease": self.lease_key, "owner": self.owner}))
+        except StoreError:  # held by another process, or two took it at once
+            return False
+        return True
+
+    async def _release_lease(self) -> None:
+        with contextlib.suppress(StoreError):  # it expires anyway
+            await self.store.query(
+                "DELETE $lease WHERE owner = $owner;",
+                {"lease": self.lease_key, "owner": self.owner})
+
+    # ----- rebuilding ----------------------------------------------------------------
+    async def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
+        """Rebuild the text index from the chunks. Returns the chunks indexed."""
+        async with self._maintaining:
+            return await self._rebuild(progress)
+
+    async def _rebuild(self, progress: Callable[[int], None] | None) -> int:
+        deadline = time.monotonic() + LEASE_SECONDS
+        while not await self._take_lease():
+            if time.monotonic() > deadline:
+                raise StoreError("the text index is being merged or rebuilt by another"
+                                 " process; try again later")
+            await asyncio.sleep(0.5)
+        try:
+            await self._drop_unpublished()
+            (old,) = await self.store.query(f"SELECT id, blocks FROM {self.segment_table};")
+            old_segments = [Segment(str(r["id"].id), 0, 0, int(r["blocks"]), 0, 0)
+                            for r in old or []]
+            old_keys = {s.key for s in old_segments}
+            (old_dead,) = await self.store.query(f"SELECT VALUE id FROM {self.dead_table};")
+            fresh: list[str] = []
+            last: RecordID | None = None
+            done = 0
+            while True:
+                start = last
+                rows, current = await self.store.query(
+                    f"SELECT id, content, text_seg FROM {self.chunks_table}"
+                    + (" WHERE id > $last" if last is not None else "")
+                    + f" ORDER BY id LIMIT {REBUILD_PAGE};"
+                    f" SELECT VALUE record::id(id) FROM {self.segment_table} WHERE live = true;",
+                    {"last": last})
+                if not rows:
+                    break
+                last = rows[-1]["id"]
+                # chunks written since the rebuild began are in segments of their own
+                written_since = set(current or []) - old_keys
+                rows = [r for r in rows if r.get("text_seg") not in written_since]
+                key = new_segment_key()
+                built = build_with_origins(
+                    key, [str(r["id"].id) for r in rows],
+                    [str(r.get("content") or "") for r in rows],
+                    [r.get("text_seg") or key for r in rows], self.analyzer)
+                ids = [r["id"] for r in rows]
+                unstamped = [r["id"] for r in rows if not r.get("text_seg")]
+                try:
+                    await self.store.transaction(
+                        Statement(
+                            "IF array::len($page_ids.filter(|$i| record::exists($i)))"
+                            f" != array::len($page_ids) {{ THROW '{STALE}' }};"
+                            " UPDATE $page_new SET text_seg = $page_seg RETURN NONE;",
+                            {"page_ids": ids, "page_new": unstamped, "page_seg": key}),
+                        *(self._write_statements(built, live=False) if rows else []))
+                except StoreError as exc:  # a chunk of the page was deleted: read it again
+                    if STALE not in str(exc):
+                        raise
+                    last = start
+                    continue
+                if rows:
+                    fresh.append(key)
+                done += len(rows)
+                if progress is not None:
+                    progress(len(rows))
+            # the chunks keep their origins, so deletions recorded from now on find them in
+            # the new segments; those recorded before the rebuild are of chunks it did not see
+            await self.store.transaction(
+                Statement("UPDATE $fresh SET live = true RETURN NONE;",
+                          {"fresh": [RecordID(self.segment_table, k) for k in fresh]}),
+                self._drop_statements(old_segments),
+                Statement("DELETE $old_dead;", {"old_dead": list(old_dead or [])}))
+            return done
+        finally:
+            await self._release_lease()
+
+    async def drop(self) -> None:
+        """Remove the text index's records (the store goes back to the engine's index)."""
+        await self.store.query(
+            "".join(f"DELETE {t};" for t in (self.segment_table, self.map_table,
+                                              self.block_table, self.dead_table))
+            + f" UPDATE {self.chunks_table} SET text_seg = NONE WHERE text_seg != NONE"
+            " RETURN NONE;")
+
+
+class _Missing(Exception):
+    """A record of a live segment was not found (a merge may have just replaced it)."""
+
+
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _ranked_order(scores: np.ndarray, keys: list[str]) -> list[int]:
+    """Indexes of ``scores`` best first, ties by key (large candidate sets)."""
+    key_rank = np.argsort(np.array(keys, dtype=object))
+    tie = np.empty(len(keys), dtype=np.int64)
+    tie[key_rank] = np.arange(len(keys))
+    order: list[int] = np.lexsort((tie, -scores)).tolist()
+    return order
+
+
+def _due(view: _View, force: bool) -> list[Segment]:
+    """The segments to merge next: every live one (``force``), a full level, or a segment
+    whose chunks are mostly deleted."""
+    if force:
+        return list(view.segments) if len(view.segments) > 1 or view.dead else []
+    by_level: dict[int, list[Segment]] = {}
+    for s in view.segments:
+        by_level.setdefault(s.level, []).append(s)
+    for level in sorted(by_level):
+        if len(by_level[level]) >= MERGE_FANOUT:
+            return by_level[level][:MERGE_FANOUT * 2]
+    for s in view.segments:
+        mask = view.dead.get(s.key)
+        if mask is not None and mask.sum() > EXPUNGE_DEAD_RATIO * s.n:
+            return [s]
+    return []
