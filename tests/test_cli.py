@@ -51,6 +51,18 @@ def test_ingest_search_stats_delete(tmp_path: Path) -> None:
     code, out = run("stats", "--db", db, "--model", "hashing-64", "--json")
     stats = json.loads(out)
     assert stats["documents"] == 5 and stats["model"] == "hashing-64"
+    text_index = stats["text_index"]
+    assert text_index["kind"] == "segments" and text_index["chunks"] == stats["chunks"]
+    assert text_index["segments"] >= 1 and text_index["postings"] > 0
+    code, out = run("stats", "--db", db, "--model", "hashing-64")
+    assert code == 0 and "text index" in out and "postings" in out
+
+    code, out = run("rebuild-index", "--only", "text", "--db", db, "--model", "hashing-64")
+    assert code == 0 and "text index rebuilt" in out, out
+    code, out = run("stats", "--db", db, "--model", "hashing-64", "--json")
+    assert json.loads(out)["text_index"]["segments"] == 1
+    code, out = run("rebuild-index", "--only", "both", "--db", db, "--model", "hashing-64")
+    assert code == 2 and "--only must be text or vector" in out
 
     code, out = run("delete", str(docs / "bm25.txt"), "--db", db, "--model", "hashing-64")
     assert code == 0 and "deleted" in out

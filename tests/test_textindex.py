@@ -284,3 +284,15 @@ def test_sigkill_during_merges_rebuilds_and_writes(tmp_path):
                 proc.kill()
                 proc.wait()
         asyncio.run(check())
+
+
+def test_the_analyzer_follows_the_engines():
+    from surrealdocs.analyzer import Analyzer
+
+    english = Analyzer("english")
+    assert english.terms("Running runners ran: R2D2, café!") == \
+        ["run", "runner", "ran", "r", "2", "d", "2", "cafe"]
+    assert english.terms("Crème brûlée") == english.terms("creme brulee")
+    assert Analyzer("none").terms("Running runners") == ["running", "runners"]
+    assert Analyzer("german").terms("Häuser") == Analyzer("german").terms("Haus")
+    assert len(english.terms("x" * 500)[0]) == 64  # a run that long is cut, not dropped

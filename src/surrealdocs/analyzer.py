@@ -1,10 +1,11 @@
 """The text analyzer of the text index: the same words for the chunks and for the queries.
 
 It follows the engine's analyzer (``class`` tokens, lowercase, ASCII folding, Snowball):
-runs of letters and runs of digits are terms ("r2d2" is r, 2, d, 2), lower-cased, stemmed
-by PyStemmer's Snowball stemmer for the store's ``analyzer_language``, then folded to ASCII
-by anyascii ("café" and "cafe" are one term). Stemming comes before folding so that a
-stemmer sees the accents of its language.
+runs of letters and runs of digits are terms ("r2d2" is r, 2, d, 2), lower-cased, folded
+to ASCII by anyascii ("crème brûlée" and "creme brulee" are the same terms, as a user
+typing without accents expects), then stemmed by PyStemmer's Snowball stemmer for the
+store's ``analyzer_language``. For the languages written in other scripts (Arabic, Greek,
+Russian, Tamil) the stemmer comes first, since it knows only its own script.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .config import NO_STEMMING
 
 _PIECE = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
 _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
+OWN_SCRIPT = frozenset({"arabic", "greek", "russian", "tamil"})  # stemmed before folding
 MAX_TERM_CHARS = 64  # longer runs (hashes, base64) are cut: a term is a key in the index
 
 
@@ -39,17 +41,22 @@ class Analyzer:
         return self.terms_of_words(self.words(text))
 
     def terms_of_words(self, words: list[str]) -> list[str]:
-        if self.language == NO_STEMMING:
-            stems = words
+        if self.language in OWN_SCRIPT:
+            out = [s if s.isascii() else _fold(s) for s in self._stem(words)]
         else:
-            stemmer = getattr(self._local, "stemmer", None)
-            if stemmer is None:
-                stemmer = self._local.stemmer = Stemmer.Stemmer(self.language)
-            stems = stemmer.stemWords(words)
-        out = [s if s.isascii() else _fold(s) for s in stems]
+            out = self._stem([w if w.isascii() else _fold(w) for w in words])
         if any(len(t) > MAX_TERM_CHARS or not t for t in out):
             out = [t[:MAX_TERM_CHARS] for t in out if t]
         return out
+
+    def _stem(self, words: list[str]) -> list[str]:
+        if self.language == NO_STEMMING:
+            return words
+        stemmer = getattr(self._local, "stemmer", None)
+        if stemmer is None:
+            stemmer = self._local.stemmer = Stemmer.Stemmer(self.language)
+        stems: list[str] = stemmer.stemWords(words)
+        return stems
 
 
 @lru_cache(maxsize=65536)

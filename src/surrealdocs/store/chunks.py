@@ -610,10 +610,10 @@ class ChunkStorage:
         ranked = await self.text.rank(self.text.analyzer.terms(terms))
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         out: list[dict[str, Any]] = []
-        start, step = 0, max(limit + 10, 2 * limit)
+        start, step = 0, limit + max(10, limit // 4)
         while start < len(ranked.keys) and len(out) < limit:
             keys = ranked.keys[start:start + step]
-            scores = dict(zip(keys, ranked.scores[start:start + step]))
+            scores = dict(zip(keys, ranked.scores[start:start + step].tolist()))
             (rows,) = await self.store.query(
                 f"SELECT {_LEG_FIELDS} FROM $candidates{where};",
                 {**params, "candidates": [RecordID(self.table, k) for k in keys]})

@@ -52,11 +52,12 @@ from .connection import Statement, Store
 
 T = TypeVar("T")
 BLOCK_POSTINGS = 32_768  # postings per block record of a large segment
-LEVEL_BASE = 100  # level 0 holds segments under 100 chunks, level 1 under 1,000, ...
+LEVEL_BASE = 10  # level 0 holds segments under 10 chunks, level 1 under 100, ...
 MERGE_FANOUT = 10  # segments of one level merged into one of the next
-EXPUNGE_DEAD_RATIO = 0.3  # a segment with more dead chunks is rewritten alone
+EXPUNGE_DEAD_RATIO = 0.2  # a segment with more dead chunks is rewritten alone
 LEASE_SECONDS = 300
 CACHE_BYTES = 256 * 1024 * 1024
+RANKED_CACHE = 8  # rankings of recent searches, while nothing changes
 REBUILD_PAGE = 5_000
 STALE = "surrealdocs: text segments changed"
 DAMAGED = ("the text index of {url} is damaged ({what}); rebuild it from the chunks:"
@@ -268,7 +269,7 @@ class Ranked:
     """Chunks scored by a search: best first, as chunk keys with scores."""
 
     keys: list[str]
-    scores: list[float]
+    scores: np.ndarray
 
 
 @dataclass
@@ -280,6 +281,7 @@ class _View:
     dead: dict[str, np.ndarray]  # segment -> boolean mask of dead ordinals
     chunks: int
     average_length: float
+    signature: tuple[Any, ...] = ()  # the segments and deletions it was made of
 
 
 class TextIndex:
@@ -299,7 +301,12 @@ class TextIndex:
         self.cache = _Cache(CACHE_BYTES)
         self.owner = f"{os.getpid()}-{secrets.token_hex(4)}"
         self._merging: asyncio.Task[None] | None = None
+        self._last_view: _View | None = None
+        self._ranked: OrderedDict[tuple[Any, ...], Ranked] = OrderedDict()
         self._maintaining = asyncio.Lock()  # one merge or rebuild at a time in a process
+        # what this process wrote: segments, merges, bytes of postings and maps (for the
+        # write-amplification figure, bench/text_index_writes.py)
+        self.written = {"segments": 0, "merges": 0, "bytes": 0, "records": 0}
         self._stopping = False
 
     # ----- schema --------------------------------------------------------------------
@@ -336,6 +343,9 @@ class TextIndex:
         tag = f"ts_{key}"
         blocks = [{"id": RecordID(self.block_table, [key, b]), **record}
                   for b, record in built.blocks()]
+        self.written["segments"] += 1
+        self.written["records"] += 2 + len(blocks)
+        self.written["bytes"] += _bytes_of(built.map_record()) + sum(map(_bytes_of, blocks))
         return [Statement(
             f"CREATE ${tag}_h CONTENT ${tag}_hv RETURN NONE;"
             f" CREATE ${tag}_m CONTENT ${tag}_mv RETURN NONE;"
@@ -349,11 +359,16 @@ class TextIndex:
         # one transaction: one snapshot of the segments and of the deletions
         _, headers, dead_rows, _ = await self.store.query(
             f"BEGIN; SELECT id, n, total, blocks, postings, level FROM {self.segment_table}"
-            f" WHERE live = true; SELECT chunk, seg FROM {self.dead_table}; COMMIT;")
+            f" WHERE live = true; SELECT id, chunk, seg FROM {self.dead_table}; COMMIT;")
         segments = [Segment(str(h["id"].id), int(h["n"]), int(h["total"]), int(h["blocks"]),
                             int(h.get("postings") or 0), int(h.get("level") or 0))
                     for h in headers or []]
         segments.sort(key=lambda s: s.key)
+        signature = (tuple(s.key for s in segments),
+                     frozenset(str(r["id"].id) for r in dead_rows or []))
+        last = self._last_view
+        if last is not None and last.signature == signature:
+            return last  # nothing changed since the last search
         maps = await self._maps([s.key for s in segments])
         where: dict[str, str] = {}  # origin -> live segment holding its chunks
         for s in segments:
@@ -374,7 +389,10 @@ class TextIndex:
         chunks = sum(s.n for s in segments) - sum(int(m.sum()) for m in dead.values())
         total = sum(s.total for s in segments) - sum(
             float(maps[k].lengths[m].sum()) for k, m in dead.items())
-        return _View(segments, maps, dead, chunks, total / chunks if chunks > 0 else 0.0)
+        view = _View(segments, maps, dead, chunks, total / chunks if chunks > 0 else 0.0,
+                     signature)
+        self._last_view = view
+        return view
 
     async def _maps(self, keys: list[str]) -> dict[str, SegmentMap]:
         out: dict[str, SegmentMap] = {}
@@ -438,8 +456,20 @@ class TextIndex:
     async def _rank(self, terms: Sequence[str]) -> Ranked:
         unique = list(dict.fromkeys(t for t in terms if t))
         view = await self._view()
+        if not self._stopping and _due(view, False):
+            self.merge_soon()  # deletions have piled up, or a level is full
         if not unique or view.chunks <= 0:
-            return Ranked([], [])
+            return Ranked([], np.zeros(0))
+        known = self._ranked.get((view.signature, *unique))
+        if known is not None:  # the same search again (a per-document search asks more)
+            return known
+        ranked = await self._score(view, unique)
+        self._ranked[(view.signature, *unique)] = ranked
+        while len(self._ranked) > RANKED_CACHE:
+            self._ranked.popitem(last=False)
+        return ranked
+
+    async def _score(self, view: _View, unique: list[str]) -> Ranked:
         wanted = {(s.key, zlib.crc32(t.encode()) % s.blocks) for s in view.segments
                   for t in unique}
         blocks = await self._blocks(wanted)
@@ -484,11 +514,11 @@ class TextIndex:
             keys += [segment_keys[h] for h in hits.tolist()]
             values.append(acc[hits])
         if not keys:
-            return Ranked([], [])
+            return Ranked([], np.zeros(0))
         flat = np.concatenate(values)
         order = sorted(range(len(keys)), key=lambda j: (-flat[j], keys[j])) \
             if len(keys) <= 2048 else _ranked_order(flat, keys)
-        return Ranked([keys[j] for j in order], flat[order].tolist())
+        return Ranked([keys[j] for j in order], flat[order])
 
     # ----- statistics ------------------------------------------------------------------
     async def stats(self) -> dict[str, Any]:
@@ -637,6 +667,7 @@ class TextIndex:
                 if self._stopping:
                     return
         await self._publish(merged if merged.n else None, group, absorbed)
+        self.written["merges"] += 1
 
     async def _read_whole(self, group: list[Segment]) -> dict[str, list[Block]]:
         (rows,) = await self.store.query(
@@ -786,6 +817,11 @@ class TextIndex:
 
 class _Missing(Exception):
     """A record of a live segment was not found (a merge may have just replaced it)."""
+
+
+def _bytes_of(record: dict[str, Any]) -> int:
+    return sum(len(v) if isinstance(v, (bytes, str)) else
+               sum(len(x) for x in v) if isinstance(v, list) else 8 for v in record.values())
 
 
 def _cat(parts: list[np.ndarray]) -> np.ndarray:
