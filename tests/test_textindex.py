@@ -49,7 +49,8 @@ def _corpus(seed: int, documents: int) -> dict[str, str]:
 
 
 async def _brute(kb: KnowledgeBase, terms: list[str]) -> list[tuple[str, float]]:
-    """BM25 (Lucene's IDF, the settings' k1 and b) over every chunk row, best first."""
+    """BM25 (Lucene's IDF, the settings' k1 and b, query terms counted) over every chunk
+    row, best first."""
     text = _index(kb)
     (rows,) = await kb.store.query("SELECT id, content FROM chunks;")
     docs = {str(r["id"].id): Counter(text.analyzer.terms(r["content"])) for r in rows}
@@ -58,11 +59,11 @@ async def _brute(kb: KnowledgeBase, terms: list[str]) -> list[tuple[str, float]]
     average = sum(lengths.values()) / n
     k1, b = kb.settings.bm25_k1, kb.settings.bm25_b
     scores: dict[str, float] = {}
-    for term in dict.fromkeys(terms):
+    for term, repeats in Counter(terms).items():  # a repeated query term weighs more
         df = sum(1 for c in docs.values() if term in c)
         if not df:
             continue
-        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        idf = repeats * math.log(1 + (n - df + 0.5) / (df + 0.5))
         for key, counts in docs.items():
             tf = counts.get(term, 0)
             if tf:
@@ -77,7 +78,7 @@ def _index(kb: KnowledgeBase) -> TextIndex:
     return text
 
 
-QUERIES = [f"{_word(1)} {_word(2)}", f"apple pear {_word(7)}", "runs", "cafe 2024",
+QUERIES = [f"{_word(1)} {_word(2)}", f"apple {_word(3)} apples", f"apple pear {_word(7)}", "runs", "cafe 2024",
            " ".join(_word(i) for i in (30, 31, 32, 33)), _word(0), f"{_word(150)} apple", "zzz"]
 
 

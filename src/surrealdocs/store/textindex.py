@@ -440,7 +440,9 @@ class TextIndex:
         return out
 
     async def rank(self, terms: Sequence[str]) -> Ranked:
-        """Every live chunk holding any of the (analyzed) terms, best first by BM25."""
+        """Every live chunk holding any of the (analyzed) terms, best first by BM25 (a term
+        the query repeats weighs as many times: "system" twice in a question counts
+        twice)."""
         return await self._retrying(lambda: self._rank(terms))
 
     async def _retrying(self, read: Callable[[], Awaitable[T]]) -> T:
@@ -454,22 +456,28 @@ class TextIndex:
         raise AssertionError("unreachable")
 
     async def _rank(self, terms: Sequence[str]) -> Ranked:
-        unique = list(dict.fromkeys(t for t in terms if t))
+        weights: dict[str, int] = {}
+        for term in terms:
+            if term:
+                weights[term] = weights.get(term, 0) + 1
+        unique = sorted(weights)
         view = await self._view()
         if not self._stopping and _due(view, False):
             self.merge_soon()  # deletions have piled up, or a level is full
         if not unique or view.chunks <= 0:
             return Ranked([], np.zeros(0))
-        known = self._ranked.get((view.signature, *unique))
+        asked = (view.signature, *sorted(weights.items()))
+        known = self._ranked.get(asked)
         if known is not None:  # the same search again (a per-document search asks more)
             return known
-        ranked = await self._score(view, unique)
-        self._ranked[(view.signature, *unique)] = ranked
+        ranked = await self._score(view, weights)
+        self._ranked[asked] = ranked
         while len(self._ranked) > RANKED_CACHE:
             self._ranked.popitem(last=False)
         return ranked
 
-    async def _score(self, view: _View, unique: list[str]) -> Ranked:
+    async def _score(self, view: _View, weights: dict[str, int]) -> Ranked:
+        unique = list(weights)
         wanted = {(s.key, zlib.crc32(t.encode()) % s.blocks) for s in view.segments
                   for t in unique}
         blocks = await self._blocks(wanted)
@@ -494,11 +502,11 @@ class TextIndex:
             found.append(per_segment)
         n = view.chunks
         scores: dict[int, np.ndarray] = {}
-        for per_segment in found:
+        for term, per_segment in zip(unique, found):
             df = sum(len(o) for _, o, _ in per_segment)
             if not df:
                 continue
-            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            idf = weights[term] * math.log(1.0 + (n - df + 0.5) / (df + 0.5))
             for i, ords, tfs in per_segment:
                 s = view.segments[i]
                 acc = scores.get(i)
