@@ -79,7 +79,8 @@ def _index(kb: KnowledgeBase) -> TextIndex:
 
 
 QUERIES = [f"{_word(1)} {_word(2)}", f"apple {_word(3)} apples", f"apple pear {_word(7)}",
-           "runs", "cafe 2024", " ".join(_word(i) for i in (30, 31, 32, 33)), _word(0), f"{_word(150)} apple", "zzz"]
+           "runs", "cafe 2024", " ".join(_word(i) for i in (30, 31, 32, 33)), _word(0),
+           f"{_word(150)} apple", "zzz"]
 
 
 async def _agrees(kb: KnowledgeBase) -> None:
