@@ -609,19 +609,22 @@ class ChunkStorage:
         assert self.text is not None
         ranked = await self.text.rank(self.text.analyzer.terms(terms))
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        documents = self.names.documents
         out: list[dict[str, Any]] = []
         start, step = 0, limit + max(10, limit // 4)
-        while start < len(ranked.keys) and len(out) < limit:
-            keys = ranked.keys[start:start + step]
-            scores = dict(zip(keys, ranked.scores[start:start + step].tolist()))
+        while start < len(ranked) and len(out) < limit:
+            best = ranked.best(start, start + step)
+            # keys in, keys out: record ids cost the client's CBOR far more than strings
             (rows,) = await self.store.query(
-                f"SELECT {_LEG_FIELDS} FROM $candidates{where};",
-                {**params, "candidates": [RecordID(self.table, k) for k in keys]})
-            passed = {str(r["id"].id): r for r in rows or []}
-            for key in keys:
-                row = passed.get(key)
-                if row is not None:
-                    out.append({**row, "score": scores[key]})
+                f"SELECT VALUE [record::id(id), record::id(document)] FROM"
+                f" $candidates.map(|$k| type::record('{self.table}', $k)){where};",
+                {**params, "candidates": [k for k, _ in best]})
+            passed = {key: document for key, document in rows or []}
+            for key, score in best:
+                document = passed.get(key)
+                if document is not None:
+                    out.append({"id": RecordID(self.table, key),
+                                "document": RecordID(documents, document), "score": score})
             start += step
             step *= 4
         return out[:limit]

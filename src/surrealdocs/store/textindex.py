@@ -57,7 +57,8 @@ MERGE_FANOUT = 10  # segments of one level merged into one of the next
 EXPUNGE_DEAD_RATIO = 0.2  # a segment with more dead chunks is rewritten alone
 LEASE_SECONDS = 300
 CACHE_BYTES = 256 * 1024 * 1024
-RANKED_CACHE = 8  # rankings of recent searches, while nothing changes
+RANKED_CACHE = 8
+POSTINGS_CACHE_BYTES = 128 * 1024 * 1024  # terms' postings gathered over the live view  # rankings of recent searches, while nothing changes
 REBUILD_PAGE = 5_000
 STALE = "surrealdocs: text segments changed"
 DAMAGED = ("the text index of {url} is damaged ({what}); rebuild it from the chunks:"
@@ -264,12 +265,52 @@ class _Cache:
             self.used -= dropped
 
 
-@dataclass
 class Ranked:
-    """Chunks scored by a search: best first, as chunk keys with scores."""
+    """Chunks scored by a search, best first (ties by chunk key): sorted as far as it is
+    read, since a search reads the top few of thousands of matches."""
 
-    keys: list[str]
-    scores: np.ndarray
+    def __init__(self, view: _View | None = None, ordinals: np.ndarray | None = None,
+                 scores: np.ndarray | None = None) -> None:
+        self._view = view
+        self._ordinals = ordinals if ordinals is not None else np.zeros(0, dtype=np.int64)
+        self._scores = scores if scores is not None else np.zeros(0)
+        self._sorted: list[tuple[str, float]] = []
+
+    def __len__(self) -> int:
+        return len(self._ordinals)
+
+    def best(self, start: int, stop: int) -> list[tuple[str, float]]:
+        """(chunk key, score) of ranks ``start`` to ``stop`` (0-based, end excluded)."""
+        stop = min(stop, len(self))
+        if stop > len(self._sorted):
+            self._sort(max(stop, 2 * len(self._sorted)))
+        return self._sorted[start:stop]
+
+    def _sort(self, want: int) -> None:
+        scores, count = self._scores, len(self)
+        want = min(want, count)
+        if want < count:  # the top ``want``, and every chunk tied with the last of them
+            threshold = -np.partition(-scores, want - 1)[want - 1]
+            picked = np.flatnonzero(scores >= threshold)
+        else:
+            picked = np.arange(count)
+        view = self._view
+        assert view is not None
+        ordinals = self._ordinals[picked]
+        segment = np.searchsorted(view.offsets, ordinals, side="right") - 1
+        keys = [view.maps[view.segments[g].key].keys[o - view.offsets[g]]
+                for g, o in zip(segment.tolist(), ordinals.tolist())]
+        pairs = sorted(zip(keys, scores[picked].tolist()), key=lambda p: (-p[1], p[0]))
+        self._sorted = pairs[:want]
+
+    @property
+    def keys(self) -> list[str]:
+        """Every key, best first (sorts the whole ranking: for checks)."""
+        return [k for k, _ in self.best(0, len(self))]
+
+    @property
+    def scores(self) -> list[float]:
+        return [v for _, v in self.best(0, len(self))]
 
 
 @dataclass
@@ -282,6 +323,11 @@ class _View:
     chunks: int
     average_length: float
     signature: tuple[Any, ...] = ()  # the segments and deletions it was made of
+    offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    norm: np.ndarray | None = None  # per global ordinal, made by the first search
+    # a term's live postings over the view (global ordinals, frequencies), as searched
+    postings: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    postings_bytes: int = 0
 
 
 class TextIndex:
@@ -390,7 +436,8 @@ class TextIndex:
         total = sum(s.total for s in segments) - sum(
             float(maps[k].lengths[m].sum()) for k, m in dead.items())
         view = _View(segments, maps, dead, chunks, total / chunks if chunks > 0 else 0.0,
-                     signature)
+                     signature, np.concatenate(([0], np.cumsum([s.n for s in segments],
+                                                               dtype=np.int64))))
         self._last_view = view
         return view
 
@@ -465,7 +512,7 @@ class TextIndex:
         if not self._stopping and _due(view, False):
             self.merge_soon()  # deletions have piled up, or a level is full
         if not unique or view.chunks <= 0:
-            return Ranked([], np.zeros(0))
+            return Ranked()
         asked = (view.signature, *sorted(weights.items()))
         known = self._ranked.get(asked)
         if known is not None:  # the same search again (a per-document search asks more)
@@ -479,54 +526,54 @@ class TextIndex:
     async def _score(self, view: _View, weights: dict[str, int]) -> Ranked:
         unique = list(weights)
         wanted = {(s.key, zlib.crc32(t.encode()) % s.blocks) for s in view.segments
-                  for t in unique}
-        blocks = await self._blocks(wanted)
-        k1, b = self.settings.bm25_k1, self.settings.bm25_b
-        # postings per term and segment, dead ones dropped
-        found: list[list[tuple[int, np.ndarray, np.ndarray]]] = []
-        for term in unique:
-            per_segment = []
-            bucket = zlib.crc32(term.encode())
-            for i, s in enumerate(view.segments):
-                block = blocks.get((s.key, bucket % s.blocks))
-                hit = block.postings(term) if block is not None else None
-                if hit is None:
-                    continue
-                ords, tfs = hit
-                mask = view.dead.get(s.key)
-                if mask is not None:
-                    keep = ~mask[ords]
-                    ords, tfs = ords[keep], tfs[keep]
-                if len(ords):
-                    per_segment.append((i, ords, tfs))
-            found.append(per_segment)
+                  for t in unique if t not in view.postings}
+        blocks = await self._blocks(wanted) if wanted else {}
+        if view.norm is None:  # once per view: each chunk's length normalisation
+            k1, b = self.settings.bm25_k1, self.settings.bm25_b
+            lengths = np.concatenate([view.maps[s.key].lengths for s in view.segments])
+            view.norm = k1 * (1.0 - b + b * lengths / max(view.average_length, 1e-9))
+        k1 = self.settings.bm25_k1
+        acc = np.zeros(view.offsets[-1], dtype=np.float64)
         n = view.chunks
-        scores: dict[int, np.ndarray] = {}
-        for term, per_segment in zip(unique, found):
-            df = sum(len(o) for _, o, _ in per_segment)
-            if not df:
+        for term in unique:
+            found = view.postings.get(term)
+            if found is None:
+                found = self._live_postings(view, term, blocks)
+                view.postings_bytes += found[0].nbytes + found[1].nbytes
+                if view.postings_bytes > POSTINGS_CACHE_BYTES:
+                    view.postings.clear()
+                    view.postings_bytes = found[0].nbytes + found[1].nbytes
+                view.postings[term] = found
+            ords, tfs = found
+            if not len(ords):
                 continue
+            df = len(ords)
             idf = weights[term] * math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            for i, ords, tfs in per_segment:
-                s = view.segments[i]
-                acc = scores.get(i)
-                if acc is None:
-                    acc = scores[i] = np.zeros(s.n, dtype=np.float64)
-                norm = k1 * (1.0 - b + b * view.maps[s.key].lengths[ords] / view.average_length)
-                acc[ords] += idf * tfs * (k1 + 1.0) / (tfs + norm)
-        keys: list[str] = []
-        values: list[np.ndarray] = []
-        for i, acc in scores.items():
-            hits = np.flatnonzero(acc)
-            segment_keys = view.maps[view.segments[i].key].keys
-            keys += [segment_keys[h] for h in hits.tolist()]
-            values.append(acc[hits])
-        if not keys:
-            return Ranked([], np.zeros(0))
-        flat = np.concatenate(values)
-        order = sorted(range(len(keys)), key=lambda j: (-flat[j], keys[j])) \
-            if len(keys) <= 2048 else _ranked_order(flat, keys)
-        return Ranked([keys[j] for j in order], flat[order])
+            acc[ords] += idf * tfs * (k1 + 1.0) / (tfs + view.norm[ords])
+        hits = np.flatnonzero(acc)
+        return Ranked(view, hits, acc[hits])
+
+    @staticmethod
+    def _live_postings(view: _View, term: str,
+                       blocks: dict[tuple[str, int], Block]) -> tuple[np.ndarray, np.ndarray]:
+        """A term's live postings over the whole view: global ordinals and frequencies."""
+        bucket = zlib.crc32(term.encode())
+        ords_parts, tfs_parts = [], []
+        for i, s in enumerate(view.segments):
+            block = blocks.get((s.key, bucket % s.blocks))
+            hit = block.postings(term) if block is not None else None
+            if hit is None:
+                continue
+            ords, tfs = hit
+            mask = view.dead.get(s.key)
+            if mask is not None:
+                keep = ~mask[ords]
+                ords, tfs = ords[keep], tfs[keep]
+            ords_parts.append(ords + view.offsets[i])
+            tfs_parts.append(tfs)
+        if not ords_parts:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        return np.concatenate(ords_parts), np.concatenate(tfs_parts)
 
     # ----- statistics ------------------------------------------------------------------
     async def stats(self) -> dict[str, Any]:
@@ -834,15 +881,6 @@ def _bytes_of(record: dict[str, Any]) -> int:
 
 def _cat(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-
-
-def _ranked_order(scores: np.ndarray, keys: list[str]) -> list[int]:
-    """Indexes of ``scores`` best first, ties by key (large candidate sets)."""
-    key_rank = np.argsort(np.array(keys, dtype=object))
-    tie = np.empty(len(keys), dtype=np.int64)
-    tie[key_rank] = np.arange(len(keys))
-    order: list[int] = np.lexsort((tie, -scores)).tolist()
-    return order
 
 
 def _due(view: _View, force: bool) -> list[Segment]:
