@@ -14,6 +14,9 @@ same engine (SurrealDB 3.2.4 embedded), BM25 only (no embeddings), over the same
 - ``original``: kreuzberg-surrealdb's ``DocumentPipeline(embed=False)``: ``setup_schema()``,
   then ``ingest_file`` per file, then every file again.
 - ``facade``: the same script on ``surrealdocs.kreuzberg_surrealdb`` (one import changed).
+- ``library``: surrealdocs' own API, ``KnowledgeBase.ingest([file])`` per file on
+  ``mem://`` with ``embed=False``: the same per-file loop, with the store's own text index
+  (the facade keeps the engine's FULLTEXT index, since its users write ``@@`` queries).
 - ``cli``: ``surrealdocs ingest DIR`` twice with ``SURREALDOCS_EMBED=false`` on a file store
   (the CLI's path: discovery, concurrency, a progress bar).
 
@@ -56,15 +59,31 @@ async def count_rows(db: Any, table: str) -> int:
 
 
 async def run_pipeline(module: str, files: list[Path]) -> dict[str, Any]:
-    """One leg in this process: the kreuzberg-surrealdb API from ``module``."""
-    from surrealdb import AsyncSurreal
+    """One leg in this process: the kreuzberg-surrealdb API from ``module``, or surrealdocs'
+    own (``module`` "surrealdocs")."""
+    if module == "surrealdocs":
+        from surrealdocs import KnowledgeBase, Settings
 
-    api = __import__(module, fromlist=["DocumentPipeline"])
-    db = AsyncSurreal("mem://")
-    await db.connect()
-    await db.use("bench", "bench")
-    pipeline = api.DocumentPipeline(db=db, embed=False)
-    await pipeline.setup_schema()
+        kb = await KnowledgeBase.open(settings=Settings.from_env(db="mem://", embed=False))
+        db = kb.store.client
+
+        class Native:
+            async def ingest_file(self, path: Path) -> None:
+                report = await kb.ingest([path])
+                failed = [r for r in report.results if r.status == "failed"]
+                if failed:
+                    raise RuntimeError(failed[0].reason)
+
+        pipeline: Any = Native()
+    else:
+        from surrealdb import AsyncSurreal
+
+        api = __import__(module, fromlist=["DocumentPipeline"])
+        db = AsyncSurreal("mem://")
+        await db.connect()
+        await db.use("bench", "bench")
+        pipeline = api.DocumentPipeline(db=db, embed=False)
+        await pipeline.setup_schema()
     passes: list[dict[str, Any]] = []
     for _ in range(2):
         per_file: dict[str, Any] = {}
@@ -160,7 +179,7 @@ def main() -> None:
     parser.add_argument("--leg-out", help=argparse.SUPPRESS)
     parser.add_argument("--original-python", help="python of the venv with kreuzberg-surrealdb")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
-    parser.add_argument("--legs", default="original,facade,cli")
+    parser.add_argument("--legs", default="original,facade,library,cli")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "vs_kzs.json")
     args = parser.parse_args()
     if args.leg:
@@ -186,11 +205,15 @@ def main() -> None:
     if "facade" in legs:
         results["facade"] = run_leg(sys.executable, "surrealdocs.kreuzberg_surrealdb",
                                     files_list)
+    if "library" in legs:
+        results["library"] = run_leg(sys.executable, "surrealdocs", files_list)
     if "cli" in legs:
         results["cli"] = run_cli(staged, str(Path(sys.executable).parent / "surrealdocs"))
     if "original" in results and "facade" in results:
         results["summary"] = summary(results["original"], results["facade"])
-    for name in ("original", "facade"):
+    if "original" in results and "library" in results:
+        results["summary_library"] = summary(results["original"], results["library"])
+    for name in ("original", "facade", "library"):
         if name in results:
             leg = results[name]
             print(f"{name}: first {leg['passes'][0]['seconds']:.1f} s, again"
@@ -200,8 +223,9 @@ def main() -> None:
         cli = results["cli"]["passes"]
         print(f"cli: first {cli[0]['seconds']:.1f} s, again {cli[1]['seconds']:.1f} s,"
               f" counts {cli[0]['counts']}")
-    if "summary" in results:
-        print(json.dumps(results["summary"], indent=2))
+    for name in ("summary", "summary_library"):
+        if name in results:
+            print(name, json.dumps(results[name], indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
 

@@ -45,7 +45,7 @@ class Analyzer:
             out = [s if s.isascii() else _fold(s) for s in self._stem(words)]
         else:
             out = self._stem([w if w.isascii() else _fold(w) for w in words])
-        if any(len(t) > MAX_TERM_CHARS or not t for t in out):
+        if out and (max(map(len, out)) > MAX_TERM_CHARS or not all(out)):
             out = [t[:MAX_TERM_CHARS] for t in out if t]
         return out
 
