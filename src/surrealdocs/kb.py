@@ -277,6 +277,7 @@ class KnowledgeBase:
 
         report = await self._syncer.sync(roots, glob, dry_run=dry_run, on_result=on_result,
                                          on_plan=discovered)
+        self.storage.chunks.written()  # its deletions can make a segment due for a merge
         if nb is not None and self._syncer.last_plan is not None:
             docs = await self._syncer.documents_of(self._syncer.last_plan)
             report.notebook = id_text(nb)
@@ -338,7 +339,9 @@ class KnowledgeBase:
     async def delete(self, source: str) -> bool:
         """Forget a source; its document (and chunks) go when no other source shares it."""
         key = source if "://" in source else next(iter(_as_path(source)), source)
-        return await self._ingestor.delete_source(key)
+        deleted = await self._ingestor.delete_source(key)
+        self.storage.chunks.written()  # deletions can make a segment due for a merge
+        return deleted
 
     # ----- search ----------------------------------------------------------------------
     async def search(self, query: str | None = None, *, mode: str = "hybrid", limit: int = 10,
@@ -495,6 +498,7 @@ class KnowledgeBase:
                 storage.jobs.delete_for_target_statement(doc),
                 storage.notebooks.unlink_all_statement(doc),
                 storage.documents.delete_statement(doc))
+        storage.chunks.written()  # deletions can make a segment due for a merge
 
     async def passage(self, chunk: Any, *, before: int = 1, after: int = 1) -> Passage:
         """The text of a chunk (a hit's ``chunk_id``) with ``before`` and ``after``

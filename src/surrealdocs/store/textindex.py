@@ -52,6 +52,7 @@ from .connection import Statement, Store
 
 T = TypeVar("T")
 BLOCK_POSTINGS = 32_768  # postings per block record of a large segment
+BLOCKS_PER_STATEMENT = 16  # a merge writes a large segment in statements of this many
 LEVEL_BASE = 10  # level 0 holds segments under 10 chunks, level 1 under 100, ...
 MERGE_FANOUT = 10  # segments of one level merged into one of the next
 EXPUNGE_DEAD_RATIO = 0.2  # a segment with more dead chunks is rewritten alone
@@ -392,13 +393,17 @@ class TextIndex:
         self.written["segments"] += 1
         self.written["records"] += 2 + len(blocks)
         self.written["bytes"] += _bytes_of(built.map_record()) + sum(map(_bytes_of, blocks))
-        return [Statement(
+        statements = [Statement(
             f"CREATE ${tag}_h CONTENT ${tag}_hv RETURN NONE;"
-            f" CREATE ${tag}_m CONTENT ${tag}_mv RETURN NONE;"
-            f" INSERT INTO {self.block_table} ${tag}_b RETURN NONE;",
+            f" CREATE ${tag}_m CONTENT ${tag}_mv RETURN NONE;",
             {f"{tag}_h": RecordID(self.segment_table, key), f"{tag}_hv": built.header(live),
-             f"{tag}_m": RecordID(self.map_table, key), f"{tag}_mv": built.map_record(),
-             f"{tag}_b": blocks}, rows=len(blocks))]
+             f"{tag}_m": RecordID(self.map_table, key), f"{tag}_mv": built.map_record()})]
+        for start in range(0, len(blocks), BLOCKS_PER_STATEMENT):  # a big merge: parts
+            part = blocks[start:start + BLOCKS_PER_STATEMENT]
+            statements.append(Statement(
+                f"INSERT INTO {self.block_table} ${tag}_b{start} RETURN NONE;",
+                {f"{tag}_b{start}": part}, rows=len(part)))
+        return statements
 
     # ----- searching -----------------------------------------------------------------
     async def _view(self) -> _View:
@@ -509,8 +514,6 @@ class TextIndex:
                 weights[term] = weights.get(term, 0) + 1
         unique = sorted(weights)
         view = await self._view()
-        if not self._stopping and _due(view, False):
-            self.merge_soon()  # deletions have piled up, or a level is full
         if not unique or view.chunks <= 0:
             return Ranked()
         asked = (view.signature, *sorted(weights.items()))
