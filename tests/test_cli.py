@@ -130,11 +130,18 @@ def test_notebook_commands(tmp_path: Path) -> None:
     assert code == 0 and "created notebook Papers" in out
     code, out = run("add", "Papers", str(SAMPLES / "bm25.txt"), "--topic", "ir", *common)
     assert code == 0, out
+    assert "notebook Papers: 1 document added" in out
     code, out = run("add", "Other", str(SAMPLES / "surrealdb.html"), *common)  # created on use
-    assert code == 0, out
+    assert code == 0 and "notebook Other: 1 document added" in out, out
+    code, out = run("add", "Other", str(SAMPLES / "surrealdb.html"), *common)
+    assert "notebook Other: 0 documents added, 1 already in it" in out, out
+    # a stored, unchanged file joins a notebook it is not in, and says so
+    assert run("ingest", str(SAMPLES / "vector-indexes.md"), *common)[0] == 0
+    code, out = run("add", "Other", str(SAMPLES / "vector-indexes.md"), *common)
+    assert "skipped as unchanged" in out and "notebook Other: 1 document added" in out, out
     code, out = run("notebook", "list", "--json", *common)
     listing = {n["name"]: n for n in json.loads(out)}
-    assert listing["Papers"]["source_count"] == 1 and listing["Other"]["source_count"] == 1
+    assert listing["Papers"]["source_count"] == 1 and listing["Other"]["source_count"] == 2
     code, out = run("notebook", "show", "Papers", "--json", *common)
     shown = json.loads(out)
     assert [s["topics"] for s in shown["sources"]] == [["ir"]]
@@ -149,7 +156,7 @@ def test_notebook_commands(tmp_path: Path) -> None:
     code, out = run("notebook", "delete", "Papers", "--delete-sources", *common)
     assert code == 0
     code, out = run("stats", "--json", *common)
-    assert json.loads(out)["documents"] == 1
+    assert json.loads(out)["documents"] == 2
     code, out = run("search", "x", "--notebook", "Papers", *common)
     assert code == 2 and "no notebook" in out
 

@@ -253,11 +253,15 @@ class _ingest_progress:
         self.progress.__exit__(None, None, None)
 
 
-def _show_report(report: IngestReport, as_json: bool) -> None:
+def _show_report(report: IngestReport, as_json: bool, notebook: str | None = None) -> None:
     if as_json:
         _print_json(report.to_dict())
     else:
         _print_report(report)
+        if notebook is not None and report.notebook:
+            already = report.in_notebook - report.linked
+            console.print(f"notebook {escape(notebook)}: {_count(report.linked, 'document')}"
+                          " added" + (f", {already} already in it" if already else ""))
     raise typer.Exit(1 if report.counts["failed"] else 0)
 
 
@@ -643,7 +647,7 @@ def add(
         nb = await kb.notebooks.for_writing(notebook)
         return await kb.notebooks.add_paths(nb, paths, topics=topic or (), glob=glob)
 
-    _show_report(_with_kb(store, work, create=True), as_json)
+    _show_report(_with_kb(store, work, create=True), as_json, notebook=notebook)
 
 
 @app.command()

@@ -40,7 +40,7 @@ from .errors import AlreadyExistsError, ConfigurationError, NotFoundError
 from .filters import Filters
 from .ingest import sha256
 from .jobs import Job, Report
-from .results import Hit, IngestReport, jsonable
+from .results import Hit, IngestReport, id_text, jsonable
 from .store.documents import record_id
 
 _KEY = re.compile(r"[A-Za-z0-9_-]{1,100}")  # a record key that needs no escaping
@@ -328,13 +328,17 @@ class NotebookService:
         resulting sources in ``notebook``."""
         nb = await self.resolve(notebook)
         report = await self.kb.ingest(paths, **ingest_options)
-        for result in report.results:
-            if result.document_id:
-                doc = self.storage.documents.document_id(result.document_id)
-                if topics:
-                    await self.storage.documents.add_topics(doc, topics)
+        docs = list(dict.fromkeys(self.storage.documents.document_id(r.document_id)
+                                  for r in report.results if r.document_id))
+        missing = {str(d) for d in await self.storage.documents.not_in_notebook(docs, nb)} \
+            if docs else set()
+        for doc in docs:
+            if topics:
+                await self.storage.documents.add_topics(doc, topics)
+            if str(doc) in missing:
                 await self._set_membership(doc, nb, add=True, rebuild=False)
         await self.storage.chunks.rebuild_notebook_if_due(nb)
+        report.notebook, report.linked, report.in_notebook = id_text(nb), len(missing), len(docs)
         return report
 
     async def link_documents(self, notebook: Notebook | Any, docs: Iterable[Any], *,

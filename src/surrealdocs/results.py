@@ -97,6 +97,9 @@ class IngestReport:
     results: list[FileResult] = field(default_factory=list)
     seconds: float = 0.0
     index_rebuilt: bool = False
+    notebook: str | None = None  # the notebook the documents were put in (notebook add)
+    linked: int = 0  # documents that were not in it before
+    in_notebook: int = 0  # documents of this ingest in it now
 
     @property
     def counts(self) -> dict[str, int]:
@@ -124,6 +127,8 @@ class IngestReport:
             "chunks_embedded": self.chunks_embedded,
             "seconds": round(self.seconds, 3),
             "index_rebuilt": self.index_rebuilt,
+            **({"notebook": self.notebook, "linked": self.linked,
+                "in_notebook": self.in_notebook} if self.notebook else {}),
             "results": [r.to_dict() for r in self.results],
         }
 
