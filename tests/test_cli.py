@@ -161,7 +161,7 @@ def test_notebook_commands(tmp_path: Path) -> None:
     assert code == 2 and "no notebook" in out
 
 
-def test_counts_are_spelled_right(tmp_path: Path) -> None:
+def test_counts_are_spelled_right(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     f = tmp_path / "one.md"
     f.write_text("# One\n\nA single short paragraph about wrens.")
     db = str(tmp_path / "kb")
@@ -170,6 +170,15 @@ def test_counts_are_spelled_right(tmp_path: Path) -> None:
     code, out = run("sync", str(tmp_path), "--db", db, "--model", "hashing-64")
     assert code == 0 and "1 file in 1 folder: 0 chunks written" in out, out
     assert "1 chunks" not in out and "1 files" not in out
+    # a sync says which files it added, updated, renamed and deleted
+    monkeypatch.chdir(tmp_path)
+    f.write_text("# One\n\nA single short paragraph about thrushes.")
+    (tmp_path / "two.md").write_text("# Two\n\nAbout larks.")
+    code, out = run("sync", str(tmp_path), "--db", db, "--model", "hashing-64")
+    assert code == 0 and "updated  one.md" in out and "added    two.md" in out, out
+    (tmp_path / "two.md").rename(tmp_path / "three.md")
+    code, out = run("sync", str(tmp_path), "--db", db, "--model", "hashing-64")
+    assert "renamed  two.md -> three.md" in out, out
 
 
 def test_list_and_show_what_is_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

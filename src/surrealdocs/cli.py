@@ -459,10 +459,14 @@ def _print_sync(report: SyncReport) -> None:
         + (f"; {_count(report.linked, 'document')} put in the notebook" if report.linked
            else "")
         + ("; vector index rebuilt" if report.index_rebuilt else ""))
-    moved = [r for r in report.results if r.status in ("renamed", "deleted")]
-    for r in moved[:_SHOWN_CHANGES]:
-        where = f"{escape(r.previous)} -> " if r.previous else ""
-        console.print(f"{r.status} {where}{escape(r.source)}", soft_wrap=True)
+    changed = [r for r in report.results
+               if r.status in ("ingested", "updated", "renamed", "deleted")]
+    for r in changed[:_SHOWN_CHANGES]:  # what the sync did, file by file
+        where = f"{escape(_shown_path(r.previous))} -> " if r.previous else ""
+        label = "added" if r.status == "ingested" else r.status
+        console.print(f"{label:<8} {where}{escape(_shown_path(r.source))}", soft_wrap=True)
+    if len(changed) > _SHOWN_CHANGES:
+        console.print(f"... and {len(changed) - _SHOWN_CHANGES} more (--json lists all)")
     _print_problems(report.failures)
 
 
