@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from surrealdb import RecordID
 
 from conftest import PATIENCE, SAMPLES
 from server_helpers import BASE_URL, Server, TestClient, assert_error, serve, settings_for
@@ -629,7 +630,21 @@ async def test_queued_upload_survives_a_restart(tmp_path: Path) -> None:
 
     done = await asyncio.to_thread(run_server)
     assert done["status"] == "done" and done["result"]["counts"]["ingested"] == 1
+    assert done["outcome"] == "done"
     assert not folder.exists()
+
+
+def test_a_done_job_says_which_files_gave_nothing() -> None:
+    from surrealdocs.jobs import Job
+
+    counts = {"ingested": 3, "updated": 0, "unchanged": 0, "duplicate": 0, "empty": 1,
+              "failed": 2, "skipped": 0}
+    job = Job(id=RecordID("job", "x"), kind="ingest", status="done", result={"counts": counts})
+    assert job.outcome == "done: 2 of 6 files failed, 1 without text"
+    assert job.to_dict()["outcome"] == job.outcome
+    counts.update(failed=0, empty=0)
+    assert job.outcome == "done"
+    assert Job(id=RecordID("job", "y"), kind="vectorize", status="running").outcome == "running"
 
 
 def test_documents_list_takes_the_search_filters(tmp_path: Path) -> None:

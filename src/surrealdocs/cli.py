@@ -676,8 +676,8 @@ def jobs(
     for column in ("id", "kind", "target", "status", "progress", "error"):
         table.add_column(column, overflow="fold")
     for j in rows:
-        table.add_row(id_text(j.id), j.kind, str(j.target or ""), j.status, f"{j.progress:.0%}",
-                      escape(j.error or ""))
+        table.add_row(id_text(j.id), j.kind, str(j.target or ""), escape(j.outcome),
+                      f"{j.progress:.0%}", escape(j.error or ""))
     console.print(table)
 
 

@@ -57,6 +57,22 @@ class Job:
     def finished(self) -> bool:
         return self.status in ("done", "failed")
 
+    @property
+    def outcome(self) -> str:
+        """The status in words, with the files that gave nothing when a job that ingested
+        files is done ("done: 2 of 5 files failed, 1 without text")."""
+        counts = (self.result or {}).get("counts") if self.status == "done" else None
+        if not isinstance(counts, dict):
+            return self.status
+        total = sum(int(v) for v in counts.values() if isinstance(v, int))
+        parts = [f"{counts[k]} {label}" for k, label in (
+            ("failed", "failed"), ("empty", "without text"), ("skipped", "skipped"))
+            if counts.get(k)]
+        if not parts:
+            return self.status
+        return f"done: {parts[0].split(' ', 1)[0]} of {total} files " \
+            f"{parts[0].split(' ', 1)[1]}" + "".join(f", {p}" for p in parts[1:])
+
     async def refresh(self) -> Job:
         fresh = await self._jobs.get(self.id)
         self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k != "_service"})
@@ -75,6 +91,7 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = jsonable(self)
+        out["outcome"] = self.outcome
         return out
 
     @property
