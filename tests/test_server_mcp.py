@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -67,9 +68,9 @@ async def test_mcp_behind_the_keys(tmp_path: Path) -> None:
     async with serving(app) as port:
         base = f"http://127.0.0.1:{port}"
         async with httpx.AsyncClient() as plain:
-            for _ in range(100):  # the store opens in the background
-                if (await plain.get(f"{base}/v1/ready")).json().get("ready"):
-                    break
+            deadline = time.monotonic() + PATIENCE  # the store opens in the background
+            while not (await plain.get(f"{base}/v1/ready")).json().get("ready"):
+                assert time.monotonic() < deadline, "the store did not open"
                 await asyncio.sleep(0.05)
             for headers in ({}, {"Authorization": "Bearer sd_wrong"}):
                 answer = await plain.post(f"{base}/mcp/", json={}, headers=headers)
@@ -86,5 +87,7 @@ async def test_mcp_behind_the_keys(tmp_path: Path) -> None:
         async with mcp_client(port, reader) as client:
             tools = {t.name for t in (await client.list_tools()).tools}
             assert "search" in tools and "add_text" not in tools
+            refused = await client.call_tool("add_text", {"source": "note://x", "text": "x"})
+            assert refused.is_error and "--mcp-allow-writes" in refused.content[0].text
             found = await client.call_tool("search", {"query": "heron", "mode": "text"})
             assert json.loads(found.content[0].text)["hits"][0]["source"] == "note://heron"

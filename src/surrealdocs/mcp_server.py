@@ -55,15 +55,16 @@ class _Server(MCPServer[Any]):
     """An MCP server that tells a caller of a write tool that writes are disabled (instead of
     calling the tool unknown)."""
 
-    def __init__(self, *args: Any, allow_writes: bool, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, allow_writes: bool, writes_hint: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.allow_writes = allow_writes
+        self.writes_hint = writes_hint
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[Any, Any] | None = None) -> Any:
         if name in WRITE_TOOLS and not self.allow_writes:
             raise ToolError(f"{name}: writes are disabled on this server (start it with "
-                            "`surrealdocs mcp --allow-writes` to allow them)")
+                            f"{self.writes_hint} to allow them)")
         return await super().call_tool(name, arguments, context)
 
 
@@ -178,8 +179,13 @@ def _check_max_chars(max_chars: int) -> int:
     return max_chars
 
 
+STDIO_WRITES_HINT = "`surrealdocs mcp --allow-writes`"
+HTTP_WRITES_HINT = "`surrealdocs serve --mcp-allow-writes`, and use a key that may write"
+
+
 def build_mcp_server(kb: KnowledgeBase, *, allow_writes: bool = False,
-                     max_chars: int = DEFAULT_MAX_CHARS) -> MCPServer[Any]:
+                     max_chars: int = DEFAULT_MAX_CHARS,
+                     writes_hint: str = STDIO_WRITES_HINT) -> MCPServer[Any]:
     """The MCP server of a knowledge base (open, on the event loop the server will run on).
 
     Args:
@@ -191,7 +197,7 @@ def build_mcp_server(kb: KnowledgeBase, *, allow_writes: bool = False,
     budget = _check_max_chars(max_chars)
     server = _Server("surrealdocs", title="surrealdocs knowledge base", version=__version__,
                      instructions=INSTRUCTIONS, log_level="WARNING",
-                     allow_writes=bool(allow_writes))
+                     allow_writes=bool(allow_writes), writes_hint=writes_hint)
 
     @server.tool(annotations=_READ_ONLY, description=f"""\
 Search the knowledge base for passages (chunks of documents) relevant to a query.
@@ -454,7 +460,8 @@ def mcp_http_app(kb: KnowledgeBase, *, allow_writes: bool = False,
     ``stateless`` serves each request without a session; ``json_response`` answers with JSON
     instead of an event stream.
     """
-    server = build_mcp_server(kb, allow_writes=allow_writes, max_chars=max_chars)
+    server = build_mcp_server(kb, allow_writes=allow_writes, max_chars=max_chars,
+                              writes_hint=HTTP_WRITES_HINT)
     return server.streamable_http_app(
         streamable_http_path=path, stateless_http=stateless, json_response=json_response,
         transport_security=transport_security, host=host)
