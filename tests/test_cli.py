@@ -240,3 +240,21 @@ def test_delete_by_name_id_or_glob_with_a_dry_run(tmp_path: Path,
     code, out = run("delete", "--glob", "*.nothing", *db)
     assert code == 1 and "nothing stored matches" in out
     assert run("delete", *db)[0] == 2
+
+
+HELP_COMMANDS = [["ingest"], ["sync"], ["search"], ["list"], ["show"], ["delete"], ["serve"],
+                 ["mcp"], ["reembed"], ["stats"], ["jobs"], ["add"], ["eval"],
+                 ["rebuild-index"], ["notebook", "create"], ["notebook", "show"],
+                 ["keys", "create"]]
+
+
+@pytest.mark.parametrize("command", HELP_COMMANDS, ids=" ".join)
+def test_help_wraps_whole_sentences_at_80_columns(command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    text = result.output.split("Usage:", 1)[1].split("╭", 1)[0]
+    lines = [line.rstrip() for line in text.splitlines()][1:]
+    for line, after in zip(lines, lines[1:]):
+        words = line.strip()
+        if words and after.strip():  # a line of a paragraph that goes on: it must be full
+            assert len(line) >= 60 or words.endswith((".", ":", ")")), (line, after)

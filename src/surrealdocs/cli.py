@@ -1111,8 +1111,9 @@ def eval_command(
     """Measure retrieval quality on BEIR datasets: nDCG@10, Recall@100, MRR@10 per mode.
 
     Each corpus is ingested through the normal ingest path (title + text per document; a
-    --db store that already holds it is reused); every judged query runs in each mode, one
-    result per document. With several datasets, one table shows them all and their mean.
+    store given with the --db option that already holds it is reused); every judged query
+    runs in each mode, one result per document. With several datasets, one table shows
+    them all and their mean.
     """
     from .evaluate import evaluate_many, summary
 
@@ -1230,6 +1231,21 @@ def _compare_figures(before_file: Path, after_file: Path, *, as_json: bool,
             shown = ", ".join(f"{escape(q)} {old:.2f}→{new:.2f}"
                               for q, old, new in d.queries[:show_queries])
             console.print(f"{escape(d.dataset)} {d.mode}: {shown}", soft_wrap=True)
+
+
+def _reflow_help(typer_app: typer.Typer) -> None:
+    """Give every command its docstring as help with each paragraph on one line: Typer keeps
+    the docstring's line breaks after the first paragraph, and the terminal then breaks
+    sentences mid-phrase."""
+    for info in typer_app.registered_commands:
+        doc = info.help or inspect.getdoc(info.callback) or ""
+        info.help = "\n\n".join(" ".join(p.split()) for p in re.split(r"\n\s*\n", doc))
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _reflow_help(group.typer_instance)
+
+
+_reflow_help(app)
 
 
 def main() -> None:
