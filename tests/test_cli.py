@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -254,7 +255,7 @@ def test_help_wraps_whole_sentences_at_80_columns(command: list[str]) -> None:
     assert result.exit_code == 0
     text = result.output.split("Usage:", 1)[1].split("╭", 1)[0]
     lines = [line.rstrip() for line in text.splitlines()][1:]
-    for line, after in zip(lines, lines[1:]):
+    for line, after in itertools.pairwise(lines):
         words = line.strip()
         if words and after.strip():  # a line of a paragraph that goes on: it must be full
             assert len(line) >= 60 or words.endswith((".", ":", ")")), (line, after)
