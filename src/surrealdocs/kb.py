@@ -580,16 +580,7 @@ class KnowledgeBase:
         ingests)."""
         chunks = self.storage.chunks
         if text and chunks.text is not None:
-            total = await chunks.count()
-            done = 0
-
-            def step(n: int) -> None:
-                nonlocal done
-                done += n
-                if progress is not None:
-                    progress(done, total)
-
-            await chunks.text.rebuild(step)
+            await chunks.text.rebuild(progress)
         if vectors and self.settings.vectors:
             await chunks.rebuild_if_due(force=True)
 

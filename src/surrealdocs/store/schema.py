@@ -496,20 +496,7 @@ async def reconcile_text_index(store: Store, settings: Settings,
             f"REMOVE INDEX IF EXISTS {names.ft_index} ON {names.chunks};"
             " UPSERT $schema MERGE { text_index: 'converting' };",
             {"schema": names.schema_key})
-        total = 0
-        if progress is not None:
-            (rows,) = await store.query(f"SELECT count() AS n FROM {names.chunks} GROUP ALL;")
-            total = int(rows[0]["n"]) if rows else 0
-            progress(0, total)
-        done = 0
-
-        def step(n: int) -> None:
-            nonlocal done
-            done += n
-            if progress is not None:
-                progress(done, total)
-
-        await index.rebuild(step)
+        await index.rebuild(progress)
     else:
         await index.drop()
         await store.query(ft_index_sql(names, settings))

@@ -51,6 +51,8 @@ from ..errors import StoreError
 from .connection import Statement, Store
 
 T = TypeVar("T")
+K = TypeVar("K")
+D = TypeVar("D", "Block", "SegmentMap")
 BLOCK_POSTINGS = 32_768  # postings per block record of a large segment
 BLOCKS_PER_STATEMENT = 16  # a merge writes a large segment in statements of this many
 LEVEL_BASE = 10  # level 0 holds segments under 10 chunks, level 1 under 100, ...
@@ -447,48 +449,38 @@ class TextIndex:
         return view
 
     async def _maps(self, keys: list[str]) -> dict[str, SegmentMap]:
-        out: dict[str, SegmentMap] = {}
+        return await self._cached(self.map_table, keys, lambda key: key, lambda i: str(i),
+                                  SegmentMap.decode)
+
+    async def _blocks(self, wanted: Iterable[tuple[str, int]]) -> dict[tuple[str, int], Block]:
+        return await self._cached(self.block_table, list(wanted), lambda key: list(key),
+                                  lambda i: (str(i[0]), int(i[1])), Block.decode)
+
+    async def _cached(self, table: str, keys: list[K], record_key: Callable[[K], Any],
+                      key_of: Callable[[Any], K], decode: Callable[[dict[str, Any]], D]
+                      ) -> dict[K, D]:
+        """Decoded records of ``table`` by key: from the cache, else read by id (and kept).
+        A record not found belongs to a segment merged away while this search read."""
+        out: dict[K, D] = {}
         missing = []
         for key in keys:
-            found = self.cache.get(("map", key))
+            found = self.cache.get((table, key))
             if found is None:
                 missing.append(key)
             else:
                 out[key] = found
         if missing:
             (rows,) = await self.store.query(
-                "SELECT * FROM $ids;", {"ids": [RecordID(self.map_table, k) for k in missing]})
+                "SELECT * FROM $ids;", {"ids": [RecordID(table, record_key(k))
+                                                for k in missing]})
             for row in rows or []:
-                decoded = SegmentMap.decode(row)
-                key = str(row["id"].id)
-                self.cache.put(("map", key), decoded, decoded.size)
+                decoded = decode(row)
+                key = key_of(row["id"].id)
+                self.cache.put((table, key), decoded, decoded.size)
                 out[key] = decoded
             lost = [k for k in missing if k not in out]
             if lost:
-                raise _Missing(f"the map of segment {lost[0]}")
-        return out
-
-    async def _blocks(self, wanted: Iterable[tuple[str, int]]) -> dict[tuple[str, int], Block]:
-        out: dict[tuple[str, int], Block] = {}
-        missing = []
-        for key in wanted:
-            found = self.cache.get(("block", *key))
-            if found is None:
-                missing.append(key)
-            else:
-                out[key] = found
-        if missing:
-            (rows,) = await self.store.query(
-                "SELECT * FROM $ids;",
-                {"ids": [RecordID(self.block_table, [s, b]) for s, b in missing]})
-            for row in rows or []:
-                seg, b = row["id"].id
-                decoded = Block.decode(row)
-                self.cache.put(("block", str(seg), int(b)), decoded, decoded.size)
-                out[(str(seg), int(b))] = decoded
-            lost = [k for k in missing if k not in out]
-            if lost:
-                raise _Missing(f"block {lost[0][1]} of segment {lost[0][0]}")
+                raise _Missing(f"record {lost[0]} of {table}")
         return out
 
     async def rank(self, terms: Sequence[str]) -> Ranked:
@@ -792,12 +784,13 @@ class TextIndex:
                 {"lease": self.lease_key, "owner": self.owner})
 
     # ----- rebuilding ----------------------------------------------------------------
-    async def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
-        """Rebuild the text index from the chunks. Returns the chunks indexed."""
+    async def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild the text index from the chunks; ``progress(done, total)`` follows it.
+        Returns the chunks indexed."""
         async with self._maintaining:
             return await self._rebuild(progress)
 
-    async def _rebuild(self, progress: Callable[[int], None] | None) -> int:
+    async def _rebuild(self, progress: Callable[[int, int], None] | None) -> int:
         deadline = time.monotonic() + LEASE_SECONDS
         while not await self._take_lease():
             if time.monotonic() > deadline:
@@ -814,6 +807,12 @@ class TextIndex:
             fresh: list[str] = []
             last: RecordID | None = None
             done = 0
+            total = 0
+            if progress is not None:
+                (counted,) = await self.store.query(
+                    f"SELECT count() AS n FROM {self.chunks_table} GROUP ALL;")
+                total = int(counted[0]["n"]) if counted else 0
+                progress(0, total)
             while True:
                 start = last
                 rows, current = await self.store.query(
@@ -852,7 +851,7 @@ class TextIndex:
                     fresh.append(key)
                 done += len(rows)
                 if progress is not None:
-                    progress(len(rows))
+                    progress(done, total)
             # the chunks keep their origins, so deletions recorded from now on find them in
             # the new segments; those recorded before the rebuild are of chunks it did not see
             await self.store.transaction(
