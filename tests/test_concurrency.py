@@ -35,7 +35,7 @@ async def writer(kb: KnowledgeBase, w: int, deadline: float,
             n += 1
             batch[f"w{w}://note{n}"] = text_of(w, n, 0)
         if expected and rng.random() < 0.5:  # a new version of one of this writer's notes
-            mine = [s for s in expected if s.startswith(f"w{w}://")]
+            mine = [s for s in expected if s.startswith(f"w{w}://note")]
             if mine:
                 source = rng.choice(mine)
                 batch[source] = text_of(w, int(source.rsplit("note", 1)[1]), batches + 1)
