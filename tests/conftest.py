@@ -10,6 +10,7 @@ import pytest_asyncio
 
 from surrealdocs import KnowledgeBase, Settings
 from surrealdocs.embed import get_embedder
+from surrealdocs.results import Hit, id_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
@@ -68,6 +69,18 @@ async def kb_minilm() -> AsyncIterator[KnowledgeBase]:
         await base.close()
 
 
+async def assert_hits_name_their_documents(kb: KnowledgeBase, hits: list[Hit]) -> None:
+    """Each hit names the document its chunk belongs to now (the legs learn it from the
+    text index, which must follow chunks moved into a new version of their source)."""
+    from surrealdocs.store.documents import record_id
+    chunks = kb.storage.chunks.table
+    (rows,) = await kb.store.query(
+        "SELECT VALUE [id, document] FROM $ids;",
+        {"ids": [record_id(h.chunk_id, chunks) for h in hits]})
+    actual = {id_text(i): id_text(d) for i, d in rows or []}
+    assert {h.chunk_id: h.document_id for h in hits} == actual
+
+
 async def assert_text_index_matches_chunks(kb: KnowledgeBase) -> None:
     """The store's text index holds exactly what one rebuilt from its chunks would: every
     chunk row findable by text with its terms, and nothing else (no deleted chunk)."""
@@ -79,3 +92,13 @@ async def assert_text_index_matches_chunks(kb: KnowledgeBase) -> None:
         f" in the chunks only: {sorted(expected.keys() - live.keys())[:5]}")
     assert live == expected
     assert (await text.stats())["chunks"] == len(expected)
+    if text.vector_table is not None:  # and its segments carry every chunk's vector
+        chunk = "chunk" if text.vector_table != text.chunks_table else "id"
+        (rows,) = await kb.store.query(
+            f"SELECT VALUE [record::id({chunk}), embedding] FROM {text.vector_table}"
+            " WHERE embedding != NONE;")
+        stored = {str(k): v for k, v in rows or [] if str(k) in expected}
+        held = await text.live_vectors()
+        assert held.keys() == stored.keys()
+        for key, vector in stored.items():
+            assert held[key] == pytest.approx(vector, rel=1e-6, abs=1e-6), key

@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import PATIENCE, assert_text_index_matches_chunks
+from conftest import PATIENCE, assert_hits_name_their_documents, assert_text_index_matches_chunks
 from surrealdocs import KnowledgeBase, Settings
 from surrealdocs.errors import StoreError
 from surrealdocs.store.textindex import TextIndex
@@ -99,6 +99,7 @@ async def _agrees(kb: KnowledgeBase) -> None:
         # and the search the user runs gives the same chunks
         hits = await kb.search(query, mode="text", limit=20)
         assert [h.score for h in hits] == pytest.approx([s for _, s in expected], abs=1e-6)
+        await assert_hits_name_their_documents(kb, hits)
 
 
 @pytest.fixture
@@ -230,8 +231,8 @@ MAINTAINER = textwrap.dedent("""
     from surrealdocs import KnowledgeBase, Settings
 
     async def main():
-        settings = Settings(db=sys.argv[1], embed=False, chunk_size=60, chunk_overlap=0,
-                            insert_batch_size=5)
+        settings = Settings(db=sys.argv[1], model="hashing-64", chunk_size=60,
+                            chunk_overlap=0, insert_batch_size=5)
         async with await KnowledgeBase.open(settings=settings) as kb:
             text = kb.storage.chunks.text
             print("open", flush=True)
@@ -253,9 +254,10 @@ MAINTAINER = textwrap.dedent("""
 
 def test_sigkill_during_merges_rebuilds_and_writes(tmp_path):
     """kill -9 at random moments of merges, rebuilds, deletes and writes: after each, the
-    text index equals one rebuilt from the chunks, and searches agree with brute force."""
+    text index equals one rebuilt from the chunks (postings and vectors), and searches agree
+    with brute force."""
     db = str(tmp_path / "kb")
-    settings = Settings(db=db, embed=False, chunk_size=60, chunk_overlap=0,
+    settings = Settings(db=db, model="hashing-64", chunk_size=60, chunk_overlap=0,
                         insert_batch_size=5)
 
     async def seed() -> None:

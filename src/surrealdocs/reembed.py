@@ -66,6 +66,8 @@ async def reembed(settings: Settings, embedder: Embedder,
             last = rows[-1]["id"]
             if on_progress:
                 on_progress(done, total)
+        if chunks.text is not None:  # its segments carry the vectors: new ones now
+            await chunks.text.rebuild()
         await chunks.define_vector_index(
             storage.documents.embedding_model_statement(embedder.name))
         for notebook in await storage.notebooks.select():

@@ -120,7 +120,21 @@ class Searcher:
                 f"{mode} search needs embedding vectors, and this store has none "
                 "(it was created " + ("with documents only" if not settings.chunked
                                       else "with embed=False") + "): use mode='text'")
-        vector = None if mode == "text" else await self._query_vector(text, query_vector)
+        if mode == "hybrid" and query_vector is None:
+            # the text leg runs while the model embeds the query (in a thread)
+            embedding = asyncio.ensure_future(self._query_vector(text, None))
+            try:
+                text_first = await self._leg_text(
+                    text, max(candidates or settings.hybrid_candidates, limit), filters,
+                    per_document, False)
+            except BaseException:
+                embedding.cancel()
+                await asyncio.gather(embedding, return_exceptions=True)
+                raise
+            vector: list[float] | None = await embedding
+        else:
+            text_first = None
+            vector = None if mode == "text" else await self._query_vector(text, query_vector)
 
         async def run(careful: bool) -> list[Hit]:
             if mode == "text":
@@ -131,9 +145,14 @@ class Searcher:
             else:
                 assert vector is not None
                 depth = max(candidates or settings.hybrid_candidates, limit)
-                text_hits, vector_hits = await asyncio.gather(
-                    self._leg_text(text, depth, filters, per_document, careful),
-                    self._leg_vector(vector, depth, filters, per_document, careful))
+                if text_first is not None and not careful:
+                    text_hits = text_first
+                    vector_hits = await self._leg_vector(vector, depth, filters, per_document,
+                                                         careful)
+                else:
+                    text_hits, vector_hits = await asyncio.gather(
+                        self._leg_text(text, depth, filters, per_document, careful),
+                        self._leg_vector(vector, depth, filters, per_document, careful))
                 hits = fuse(text_hits, vector_hits, limit=limit, method=fusion, k=k,
                             weights=weights, per_document=per_document)
             if min_score is not None:

@@ -50,7 +50,8 @@ from ..results import id_text
 from .conditions import filter_conditions
 from .connection import STALE_MARK, Statement, Store
 from .schema import hnsw_index_sql, vector_table_sql
-from .textindex import TextIndex
+from .segmentvectors import distance_of
+from .textindex import Ranked, TextIndex
 
 STATEMENTS_PER_ROUND_TRIP = 10
 INSERT_STREAMS = 2  # round trips of one document's inserts in flight at once
@@ -110,7 +111,8 @@ class ChunkStorage:
         self._counters: set[asyncio.Task[None]] = set()
         self._stop_counting = False
         # the text index (None: the engine's FULLTEXT index ranks BM25)
-        self.text = TextIndex(store, settings, self.table) \
+        self.text = TextIndex(store, settings, self.table,
+                              self.vector_table if settings.vectors else None) \
             if settings.chunked and settings.text_index == "segments" else None
 
     # ----- rows -----------------------------------------------------------------------
@@ -293,6 +295,8 @@ class ChunkStorage:
                           if c.first_page is not None else None})
         vectors = (f" UPDATE {self.vector_table} SET document = $mv_doc"
                    " WHERE chunk IN $mv_ids RETURN NONE;" if self.apart else "")
+        if self.text is not None:
+            vectors += self.text.moved_sql("mv_ids", "mv_doc")
         return Statement(
             "IF ((SELECT count() AS n FROM $mv_ids WHERE document = $mv_old"
             " AND generation = $mv_generation GROUP ALL)[0].n OR 0) != array::len($mv_ids)"
@@ -607,9 +611,22 @@ class ChunkStorage:
         """The text index's ranking, walked best first until ``limit`` chunks pass the
         conditions (the chunks' rows are read for the candidates only, more each round)."""
         assert self.text is not None
-        ranked = await self.text.rank(self.text.analyzer.terms(terms))
-        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        return await self._walk(await self.text.rank(self.text.analyzer.terms(terms)),
+                                limit, clauses, params)
+
+    async def _walk(self, ranked: Ranked, limit: int, clauses: list[str],
+                    params: dict[str, Any]) -> list[dict[str, Any]]:
+        """The first ``limit`` chunks of ``ranked`` that pass the conditions, with their
+        scores."""
         documents = self.names.documents
+        if not clauses:  # nothing to check: the index knows the chunks' documents
+            best = ranked.best(0, limit)
+            known = ranked.documents(0, limit)
+            if known is not None:  # ids as ``table:key`` text (what a hit holds)
+                table = self.table
+                return [{"id": f"{table}:{key}", "document": f"{documents}:{document}",
+                         "score": score} for (key, score), document in zip(best, known)]
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         out: list[dict[str, Any]] = []
         start, step = 0, limit + max(10, limit // 4)
         while start < len(ranked) and len(out) < limit:
@@ -632,8 +649,19 @@ class ChunkStorage:
     async def vector_rows(self, vector: list[float], k: int, ef: int, filters: Filters,
                           careful: bool = True) -> list[dict[str, Any]]:
         """The ``k`` chunks nearest to ``vector``: id, document and ``distance`` only (see
-        :meth:`details`), visible ones only. A notebook filter walks that notebook's own
-        graph."""
+        :meth:`details`), visible ones only. The text index's segments are scanned exactly
+        when they can answer; else, and in a notebook's scope (which walks that notebook's
+        own graph), the HNSW graph answers."""
+        if self.text is not None and filters.notebook is None:
+            ranked = await self.text.nearest(vector)
+            if ranked is not None:
+                clauses, params = filter_conditions(filters)
+                if careful:
+                    clauses.append(_VISIBLE)
+                distance = self.settings.hnsw_distance
+                return [{"id": r["id"], "document": r["document"],
+                         "distance": distance_of(r["score"], distance)}
+                        for r in await self._walk(ranked, k, clauses, params)]
         if filters.notebook is not None:
             table = self.notebook_table(filters.notebook)
             index, fields, check = f"{table}_hnsw", _LEG_FIELDS_VIA_CHUNK, _VISIBLE_VIA_CHUNK

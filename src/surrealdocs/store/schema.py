@@ -385,6 +385,15 @@ def _v12(names: Names, settings: Settings, dimension: int) -> str:
     return TextIndex.schema_sql_for(names.chunks)
 
 
+def _v13(names: Names, settings: Settings, dimension: int) -> str:
+    # The text index's segments carry their chunks' documents and vectors (the vector leg
+    # scans them); segments written before are rebuilt on open (reconcile_text_index).
+    if not settings.chunked:
+        return ""
+    return "".join(f" DEFINE TABLE IF NOT EXISTS {names.chunks}_text_{t} SCHEMALESS;"
+                   for t in ("vector", "moved"))
+
+
 def _surql_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
@@ -407,8 +416,11 @@ MIGRATIONS: tuple[Migration, ...] = (
               _v11),
     Migration(12, "the text index: segments, maps, blocks, deletions, lease; chunks.text_seg",
               _v12),
+    Migration(13, "the text index's segments carry their chunks' documents and vectors",
+              _v13),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
+TEXT_SEGMENTS_FORMAT = 2  # segments hold their chunks' documents and vectors (schema 13)
 
 
 async def ensure_schema(store: Store, settings: Settings, model: str | None,
@@ -488,9 +500,14 @@ async def reconcile_text_index(store: Store, settings: Settings,
     schema = await read_schema(store) or {}
     have = str(schema.get("text_index") or "engine")
     want = settings.text_index
-    if have == want:
+    # segments written before they carried their chunks' documents and vectors (schema 12)
+    # are rebuilt, once
+    outdated = want == "segments" and schema.get("text_segments") != TEXT_SEGMENTS_FORMAT
+    if have == want and not outdated:
         return
-    index = TextIndex(store, settings, names.chunks)
+    vector_table = (names.vectors if await vectors_apart(store) else names.chunks) \
+        if settings.vectors else None
+    index = TextIndex(store, settings, names.chunks, vector_table)
     if want == "segments":
         await store.query(
             f"REMOVE INDEX IF EXISTS {names.ft_index} ON {names.chunks};"
@@ -500,8 +517,9 @@ async def reconcile_text_index(store: Store, settings: Settings,
     else:
         await index.drop()
         await store.query(ft_index_sql(names, settings))
-    await store.query("UPSERT $schema MERGE { text_index: $want };",
-                      {"schema": names.schema_key, "want": want})
+    await store.query("UPSERT $schema MERGE { text_index: $want, text_segments: $format };",
+                      {"schema": names.schema_key, "want": want,
+                       "format": TEXT_SEGMENTS_FORMAT if want == "segments" else None})
 
 
 async def vectors_apart(store: Store) -> bool:

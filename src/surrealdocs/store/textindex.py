@@ -6,14 +6,21 @@ cost of writing a chunk. Here the store keeps immutable *segments* and this proc
 
 - ``<chunks>_text_segment``: one header per segment (its chunk count, their total length,
   how many blocks its postings have, ``live``).
-- ``<chunks>_text_map``: per segment, each ordinal's chunk key and length, and its *origin*
-  (the segment the chunk was first written in, which the chunk row keeps in ``text_seg``).
+- ``<chunks>_text_map``: per segment, each ordinal's chunk key, document key and length,
+  and its *origin* (the segment the chunk was first written in, which the chunk row keeps
+  in ``text_seg``).
 - ``<chunks>_text_block``: a segment's postings, its terms split into ``blocks`` records by
   a hash of the term (a small segment is one record; a search reads only the blocks of the
   query's terms). A block holds its terms, their posting counts, and each posting's ordinal
   (``<u4``) and term frequency (``<u2``) as packed ``bytes``.
 - ``<chunks>_text_dead``: a deleted chunk (its id and origin), written by an event in the
   transaction that deletes the row, whatever deletes it (a cascade too).
+- ``<chunks>_text_vector``: a segment's vectors (the chunks' embeddings, packed, in part
+  records; :mod:`.segmentvectors`), so that the vector leg scans them exactly in this
+  process, merged and deleted with the postings.
+- ``<chunks>_text_moved``: a chunk moved into another document (a new version of a source
+  keeps its unchanged chunks), keyed by chunk and origin, written by the statement that
+  moves it: searches group hits by document without reading the chunks' rows.
 - ``<chunks>_text_lease``: who merges or rebuilds now.
 
 A write of chunks adds its segment in the same transaction, so a chunk is findable by text
@@ -49,6 +56,15 @@ from ..analyzer import Analyzer, analyzer_for
 from ..config import Settings
 from ..errors import StoreError
 from .connection import Statement, Store
+from .segmentvectors import (
+    PARTS_PER_STATEMENT,
+    SCAN_MAX_BYTES,
+    SCANNED_DISTANCES,
+    VectorSet,
+    pack,
+    part_count,
+    part_records,
+)
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -84,6 +100,7 @@ class Built:
 
     key: str
     keys: list[str]  # chunk key per ordinal
+    documents: list[Any] | None  # document key per ordinal (None: not known)
     lengths: np.ndarray  # terms per ordinal (u4)
     origins: list[str]  # the segments the chunks were first written in
     origin_of: np.ndarray  # index into origins per ordinal (u4)
@@ -91,21 +108,32 @@ class Built:
     term_of: np.ndarray  # per posting, sorted by (term, ordinal)
     ords: np.ndarray
     tfs: np.ndarray
+    # the chunks' vectors and which have one; None: none has (vectors_known: whether that
+    # is known, false for a merge of segments written before segments carried vectors)
+    vectors: tuple[np.ndarray, np.ndarray] | None = None
+    vectors_known: bool = True
 
     @property
     def n(self) -> int:
         return len(self.keys)
 
+    @property
+    def vector_parts(self) -> int:
+        return part_count(self.n) if self.vectors is not None else 0
+
     def header(self, live: bool) -> dict[str, Any]:
         return {"n": self.n, "total": int(self.lengths.sum()), "blocks": self.block_count,
-                "postings": len(self.ords), "level": level_of(self.n), "live": live}
+                "postings": len(self.ords), "level": level_of(self.n), "live": live,
+                "vparts": self.vector_parts,
+                "vectors": (self.vectors is not None) if self.vectors_known else None}
 
     @property
     def block_count(self) -> int:
         return max(1, math.ceil(len(self.ords) / BLOCK_POSTINGS))
 
     def map_record(self) -> dict[str, Any]:
-        return {"keys": self.keys, "lengths": self.lengths.astype("<u4").tobytes(),
+        return {"keys": self.keys, "docs": self.documents,  # NONE when not known
+                "lengths": self.lengths.astype("<u4").tobytes(),
                 "origins": self.origins,
                 "origin_of": self.origin_of.astype("<u4").tobytes()}
 
@@ -134,14 +162,19 @@ class Built:
         return out
 
 
-def build(key: str, keys: list[str], texts: Sequence[str], analyzer: Analyzer) -> Built:
+def build(key: str, keys: list[str], documents: list[Any], texts: Sequence[str],
+          analyzer: Analyzer, vectors: Sequence[Any] | None = None) -> Built:
     """The segment of these chunks (each its own origin: they are written now)."""
-    return build_with_origins(key, keys, texts, [key] * len(keys), analyzer)
+    return build_with_origins(key, keys, documents, texts, [key] * len(keys), analyzer,
+                              vectors)
 
 
-def build_with_origins(key: str, keys: list[str], texts: Sequence[str],
-                       origin_of: Sequence[str], analyzer: Analyzer) -> Built:
-    """The segment of these chunks, each with the segment it was first written in."""
+def build_with_origins(key: str, keys: list[str], documents: list[Any] | None,
+                       texts: Sequence[str],
+                       origin_of: Sequence[str], analyzer: Analyzer,
+                       vectors: Sequence[Any] | None = None) -> Built:
+    """The segment of these chunks, each with the segment it was first written in, and
+    their vectors (``None`` for a chunk without one)."""
     n = len(keys)
     vocabulary: dict[str, int] = {}
     ids: list[int] = []
@@ -154,21 +187,23 @@ def build_with_origins(key: str, keys: list[str], texts: Sequence[str],
     ords = np.repeat(np.arange(n, dtype=np.int64), lengths)
     origins = list(dict.fromkeys(origin_of))
     code = {o: i for i, o in enumerate(origins)}
-    return _collapse(key, keys, lengths, origins,
-                     np.array([code[o] for o in origin_of], dtype=np.int64),
-                     list(vocabulary), term_of, ords, np.ones(len(ords), dtype=np.int64))
+    built = _collapse(key, keys, documents, lengths, origins,
+                      np.array([code[o] for o in origin_of], dtype=np.int64),
+                      list(vocabulary), term_of, ords, np.ones(len(ords), dtype=np.int64))
+    built.vectors = pack(vectors) if vectors is not None else None
+    return built
 
 
-def _collapse(key: str, keys: list[str], lengths: np.ndarray, origins: list[str],
-              origin_of: np.ndarray, terms: list[str], term_of: np.ndarray,
-              ords: np.ndarray, tfs: np.ndarray) -> Built:
+def _collapse(key: str, keys: list[str], documents: list[Any] | None, lengths: np.ndarray,
+              origins: list[str], origin_of: np.ndarray, terms: list[str],
+              term_of: np.ndarray, ords: np.ndarray, tfs: np.ndarray) -> Built:
     """Sum the frequencies of repeated (term, ordinal) pairs and sort the postings."""
     n = max(len(keys), 1)
     combined = term_of * n + ords
     unique, inverse = np.unique(combined, return_inverse=True)
     summed = np.bincount(inverse, weights=tfs, minlength=len(unique)).astype(np.int64)
-    return Built(key, keys, lengths, origins, origin_of, terms, unique // n, unique % n,
-                 summed)
+    return Built(key, keys, documents, lengths, origins, origin_of, terms, unique // n,
+                 unique % n, summed)
 
 
 # ----- reading a segment -------------------------------------------------------------
@@ -204,6 +239,7 @@ class Block:
 @dataclass
 class SegmentMap:
     keys: list[str]
+    documents: list[Any] | None  # None: a map written before maps held them
     lengths: np.ndarray
     origins: list[str]
     origin_of: np.ndarray
@@ -211,7 +247,8 @@ class SegmentMap:
 
     @classmethod
     def decode(cls, row: dict[str, Any]) -> SegmentMap:
-        return cls(list(row["keys"]),
+        docs = row.get("docs")
+        return cls(list(row["keys"]), list(docs) if docs is not None else None,
                    np.frombuffer(row["lengths"], dtype="<u4").astype(np.float64),
                    list(row["origins"]),
                    np.frombuffer(row["origin_of"], dtype="<u4").astype(np.int64))
@@ -228,7 +265,7 @@ class SegmentMap:
 
     @property
     def size(self) -> int:
-        return int(self.lengths.nbytes + self.origin_of.nbytes + 90 * len(self.keys))
+        return int(self.lengths.nbytes + self.origin_of.nbytes + 150 * len(self.keys))
 
 
 @dataclass(frozen=True)
@@ -239,6 +276,19 @@ class Segment:
     blocks: int
     postings: int
     level: int
+    vparts: int = 0  # part records of its vectors
+    vectors: bool | None = None  # whether it has vectors (None: not known, an old segment)
+
+    @classmethod
+    def of(cls, header: dict[str, Any]) -> Segment:
+        vectors = header.get("vectors")
+        return cls(str(header["id"].id), int(header.get("n") or 0),
+                   int(header.get("total") or 0), int(header.get("blocks") or 0),
+                   int(header.get("postings") or 0), int(header.get("level") or 0),
+                   int(header.get("vparts") or 0), None if vectors is None else bool(vectors))
+
+
+HEADER_FIELDS = "id, n, total, blocks, postings, level, vparts, vectors"
 
 
 class _Cache:
@@ -278,6 +328,7 @@ class Ranked:
         self._ordinals = ordinals if ordinals is not None else np.zeros(0, dtype=np.int64)
         self._scores = scores if scores is not None else np.zeros(0)
         self._sorted: list[tuple[str, float]] = []
+        self._documents: list[Any] = []  # of the sorted, when every map holds them
 
     def __len__(self) -> int:
         return len(self._ordinals)
@@ -288,6 +339,14 @@ class Ranked:
         if stop > len(self._sorted):
             self._sort(max(stop, 2 * len(self._sorted)))
         return self._sorted[start:stop]
+
+    def documents(self, start: int, stop: int) -> list[Any] | None:
+        """The document keys of ranks ``start`` to ``stop`` (after :meth:`best`), ``None``
+        when the index does not know them (maps written before they held them)."""
+        view = self._view
+        if view is None or not view.documents_known:
+            return None
+        return self._documents[start:min(stop, len(self._sorted))]
 
     def _sort(self, want: int) -> None:
         scores, count = self._scores, len(self)
@@ -301,10 +360,14 @@ class Ranked:
         assert view is not None
         ordinals = self._ordinals[picked]
         segment = np.searchsorted(view.offsets, ordinals, side="right") - 1
-        keys = [view.maps[view.segments[g].key].keys[o - view.offsets[g]]
-                for g, o in zip(segment.tolist(), ordinals.tolist())]
-        pairs = sorted(zip(keys, scores[picked].tolist()), key=lambda p: (-p[1], p[0]))
-        self._sorted = pairs[:want]
+        places = [(view.segments[g].key, o - int(view.offsets[g]))
+                  for g, o in zip(segment.tolist(), ordinals.tolist())]
+        keys = [view.maps[k].keys[o] for k, o in places]
+        values = scores[picked].tolist()
+        order = sorted(range(len(keys)), key=lambda i: (-values[i], keys[i]))[:want]
+        self._sorted = [(keys[i], values[i]) for i in order]
+        if view.documents_known:
+            self._documents = [view.document(*places[i]) for i in order]
 
     @property
     def keys(self) -> list[str]:
@@ -325,26 +388,46 @@ class _View:
     dead: dict[str, np.ndarray]  # segment -> boolean mask of dead ordinals
     chunks: int
     average_length: float
-    signature: tuple[Any, ...] = ()  # the segments and deletions it was made of
+    signature: tuple[Any, ...] = ()  # the segments, deletions and moves it was made of
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
     norm: np.ndarray | None = None  # per global ordinal, made by the first search
     # a term's live postings over the view (global ordinals, frequencies), as searched
     postings: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     postings_bytes: int = 0
+    moved: dict[tuple[str, int], Any] = field(default_factory=dict)  # (segment, ordinal)
+
+    @property
+    def documents_known(self) -> bool:
+        return all(m.documents is not None for m in self.maps.values())
+
+    def document(self, segment: str, ordinal: int) -> Any:
+        """The document a chunk belongs to now (when :attr:`documents_known`)."""
+        moved = self.moved.get((segment, ordinal))
+        if moved is not None:
+            return moved
+        documents = self.maps[segment].documents
+        assert documents is not None
+        return documents[ordinal]
 
 
 class TextIndex:
     """The text index of one store's chunks."""
 
-    def __init__(self, store: Store, settings: Settings, chunks_table: str) -> None:
+    def __init__(self, store: Store, settings: Settings, chunks_table: str,
+                 vector_table: str | None = None) -> None:
+        """``vector_table``: where the chunks' vectors are (the chunks table, or their own),
+        ``None`` in a store without vectors."""
         self.store = store
         self.settings = settings
         self.chunks_table = chunks_table
+        self.vector_table = vector_table
         names = store.names
         self.segment_table = f"{chunks_table}_text_segment"
         self.map_table = f"{chunks_table}_text_map"
         self.block_table = f"{chunks_table}_text_block"
         self.dead_table = f"{chunks_table}_text_dead"
+        self.moved_table = f"{chunks_table}_text_moved"
+        self.vector_part_table = f"{chunks_table}_text_vector"
         self.lease_key = RecordID(f"{chunks_table}_text_lease", "merge")
         self.analyzer = analyzer_for(names.language)
         self.cache = _Cache(CACHE_BYTES)
@@ -352,6 +435,9 @@ class TextIndex:
         self._merging: asyncio.Task[None] | None = None
         self._last_view: _View | None = None
         self._ranked: OrderedDict[tuple[Any, ...], Ranked] = OrderedDict()
+        # the live segments' vectors, decoded (immutable; dropped when a segment goes)
+        self._vector_sets: dict[str, VectorSet] = {}
+        self._loading_vectors = asyncio.Lock()
         self._maintaining = asyncio.Lock()  # one merge or rebuild at a time in a process
         # what this process wrote: segments, merges, bytes of postings and maps (for the
         # write-amplification figure, bench/text_index_writes.py)
@@ -364,7 +450,8 @@ class TextIndex:
         C = chunks_table
         dead = f"{C}_text_dead"
         tables = "".join(f" DEFINE TABLE IF NOT EXISTS {C}_text_{t} SCHEMALESS;"
-                         for t in ("segment", "map", "block", "dead", "lease"))
+                         for t in ("segment", "map", "block", "dead", "lease", "vector",
+                                   "moved"))
         return (tables
                 + f" DEFINE FIELD IF NOT EXISTS text_seg ON {C} TYPE option<string>;"
                 f" DEFINE INDEX IF NOT EXISTS {dead}_seg ON {dead} FIELDS seg;"
@@ -384,8 +471,18 @@ class TextIndex:
         for row in rows:
             row["text_seg"] = key
         built = build(key, [str(row["id"].id) for row in rows],
-                      [str(row.get("content") or "") for row in rows], self.analyzer)
+                      [row["document"].id for row in rows],
+                      [str(row.get("content") or "") for row in rows], self.analyzer,
+                      [row.get("embedding") for row in rows]
+                      if self.vector_table is not None else None)
         return self._write_statements(built, live=True)
+
+    def moved_sql(self, ids: str, document: str) -> str:
+        """SurrealQL that records that the chunks ``$<ids>`` belong to ``$<document>`` now,
+        for the statement that moves them (after it has)."""
+        return (f" FOR $text_moved IN (SELECT VALUE [record::id(id), text_seg] FROM ${ids}"
+                f" WHERE text_seg != NONE) {{ UPSERT type::record('{self.moved_table}',"
+                f" $text_moved) SET document = record::id(${document}) RETURN NONE; }};")
 
     def _write_statements(self, built: Built, *, live: bool) -> list[Statement]:
         key = built.key
@@ -405,20 +502,31 @@ class TextIndex:
             statements.append(Statement(
                 f"INSERT INTO {self.block_table} ${tag}_b{start} RETURN NONE;",
                 {f"{tag}_b{start}": part}, rows=len(part)))
+        if built.vectors is not None:
+            parts = [{"id": RecordID(self.vector_part_table, [key, p]), **record}
+                     for p, record in enumerate(part_records(*built.vectors))]
+            self.written["records"] += len(parts)
+            self.written["bytes"] += sum(len(p["data"]) + len(p["has"]) for p in parts)
+            for start in range(0, len(parts), PARTS_PER_STATEMENT):
+                some = parts[start:start + PARTS_PER_STATEMENT]
+                statements.append(Statement(
+                    f"INSERT INTO {self.vector_part_table} ${tag}_v{start} RETURN NONE;",
+                    {f"{tag}_v{start}": some}, rows=len(some)))
         return statements
 
     # ----- searching -----------------------------------------------------------------
     async def _view(self) -> _View:
         # one transaction: one snapshot of the segments and of the deletions
-        _, headers, dead_rows, _ = await self.store.query(
-            f"BEGIN; SELECT id, n, total, blocks, postings, level FROM {self.segment_table}"
-            f" WHERE live = true; SELECT id, chunk, seg FROM {self.dead_table}; COMMIT;")
-        segments = [Segment(str(h["id"].id), int(h["n"]), int(h["total"]), int(h["blocks"]),
-                            int(h.get("postings") or 0), int(h.get("level") or 0))
-                    for h in headers or []]
+        _, headers, dead_rows, moved_rows, _ = await self.store.query(
+            f"BEGIN; SELECT {HEADER_FIELDS} FROM {self.segment_table}"
+            f" WHERE live = true; SELECT id, chunk, seg FROM {self.dead_table};"
+            f" SELECT VALUE [id, document] FROM {self.moved_table}; COMMIT;")
+        segments = [Segment.of(h) for h in headers or []]
         segments.sort(key=lambda s: s.key)
+        moves = {(str(i.id[0]), str(i.id[1])): document for i, document in moved_rows or []}
         signature = (tuple(s.key for s in segments),
-                     frozenset(str(r["id"].id) for r in dead_rows or []))
+                     frozenset(str(r["id"].id) for r in dead_rows or []),
+                     frozenset(moves.items()))
         last = self._last_view
         if last is not None and last.signature == signature:
             return last  # nothing changed since the last search
@@ -439,13 +547,23 @@ class TextIndex:
             if mask is None:
                 mask = dead[seg] = np.zeros(len(maps[seg].keys), dtype=bool)
             mask[ordinal] = True
+        moved: dict[tuple[str, int], Any] = {}
+        for (chunk, origin), document in moves.items():
+            seg = where.get(origin)
+            ordinal = maps[seg].ordinal(chunk, origin) if seg is not None else None
+            if seg is not None and ordinal is not None:
+                moved[(seg, ordinal)] = document
         chunks = sum(s.n for s in segments) - sum(int(m.sum()) for m in dead.values())
         total = sum(s.total for s in segments) - sum(
             float(maps[k].lengths[m].sum()) for k, m in dead.items())
         view = _View(segments, maps, dead, chunks, total / chunks if chunks > 0 else 0.0,
                      signature, np.concatenate(([0], np.cumsum([s.n for s in segments],
-                                                               dtype=np.int64))))
+                                                               dtype=np.int64))),
+                     moved=moved)
         self._last_view = view
+        live = {s.key for s in segments}
+        for gone in [k for k in self._vector_sets if k not in live]:
+            del self._vector_sets[gone]
         return view
 
     async def _maps(self, keys: list[str]) -> dict[str, SegmentMap]:
@@ -570,6 +688,83 @@ class TextIndex:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         return np.concatenate(ords_parts), np.concatenate(tfs_parts)
 
+    async def nearest(self, vector: Sequence[float]) -> Ranked | None:
+        """Every live chunk that has a vector, nearest to ``vector`` first, by an exact scan
+        of the segments' vectors (scores: :meth:`VectorSet.scores`). ``None`` when the scan
+        cannot answer and the HNSW graph must: segments written before they carried vectors
+        (until the index is rebuilt), a distance it does not compute, or more vectors than
+        :data:`SCAN_MAX_BYTES`."""
+        distance = self.settings.hnsw_distance
+        if self.vector_table is None or distance not in SCANNED_DISTANCES:
+            return None
+        return await self._retrying(lambda: self._nearest(vector, distance))
+
+    async def _nearest(self, vector: Sequence[float], distance: str) -> Ranked | None:
+        view = await self._view()
+        if any(s.vectors is None for s in view.segments):
+            return None
+        carrying = [s for s in view.segments if s.vectors]
+        if sum(s.n for s in carrying) * len(vector) * 4 > SCAN_MAX_BYTES:
+            return None
+        sets = await self._vectors_of(carrying)
+        if any(v.dimension != len(vector) for v in sets.values()):
+            return None
+        query = np.asarray(vector, dtype=np.float32)
+        if distance == "COSINE":
+            norm = float(np.linalg.norm(query))
+            if norm == 0.0:
+                return Ranked()
+            query = query / norm
+        ordinals, scores = [], []
+        for i, s in enumerate(view.segments):
+            found = sets.get(s.key)
+            if found is None:
+                continue
+            valid = found.has
+            dead = view.dead.get(s.key)
+            if dead is not None:
+                valid = valid & ~dead
+            picked = np.flatnonzero(valid)
+            ordinals.append(picked + view.offsets[i])
+            scores.append(found.scores(query, distance)[picked].astype(np.float64))
+        if not ordinals:
+            return Ranked()
+        return Ranked(view, np.concatenate(ordinals), np.concatenate(scores))
+
+    async def _vectors_of(self, segments: Sequence[Segment]) -> dict[str, VectorSet]:
+        """The vectors of these segments (each read once, by one search at a time)."""
+        async with self._loading_vectors:
+            for s in segments:
+                if s.key in self._vector_sets or not s.vparts:
+                    continue
+                (rows,) = await self.store.query(
+                    "SELECT * FROM $ids;",
+                    {"ids": [RecordID(self.vector_part_table, [s.key, p])
+                             for p in range(s.vparts)]})
+                parts = sorted(rows or [], key=lambda r: int(r["id"].id[1]))
+                if len(parts) != s.vparts:
+                    raise _Missing(f"vectors of segment {s.key}")
+                self._vector_sets[s.key] = VectorSet.decode(parts)
+            return {s.key: self._vector_sets[s.key] for s in segments
+                    if s.key in self._vector_sets}
+
+    async def live_vectors(self) -> dict[str, list[float]]:
+        """Every live chunk's vector as the index holds it (for checks)."""
+        async def read() -> dict[str, list[float]]:
+            view = await self._view()
+            sets = await self._vectors_of([s for s in view.segments if s.vectors])
+            out: dict[str, list[float]] = {}
+            for s in view.segments:
+                found = sets.get(s.key)
+                if found is None:
+                    continue
+                dead = view.dead.get(s.key)
+                for ordinal, key in enumerate(view.maps[s.key].keys):
+                    if found.has[ordinal] and (dead is None or not dead[ordinal]):
+                        out[key] = found.matrix[ordinal].tolist()
+            return out
+        return await self._retrying(read)
+
     # ----- statistics ------------------------------------------------------------------
     async def stats(self) -> dict[str, Any]:
         """Segments, postings, live and dead chunks."""
@@ -677,6 +872,15 @@ class TextIndex:
         ords: list[np.ndarray] = []
         tfs: list[np.ndarray] = []
         absorbed: list[tuple[str, str]] = []  # dead (chunk, origin) dropped by the merge
+        # the vectors go along, known when every input's are
+        known = all(s.vectors is not None for s in group)
+        sets = await self._vectors_of([s for s in group if s.vectors]) if known else {}
+        dimension = next(iter(sets.values())).dimension if sets else 0
+        matrices: list[np.ndarray] = []
+        has: list[np.ndarray] = []
+        documents: list[Any] | None = [] if all(view.maps[s.key].documents is not None
+                                               for s in group) else None
+        moves: list[tuple[list[str], Any]] = []  # moved records the merge takes in
         for s in group:
             m = view.maps[s.key]
             dead = view.dead.get(s.key, np.zeros(len(m.keys), dtype=bool))
@@ -686,7 +890,17 @@ class TextIndex:
             codes = m.origin_of
             absorbed += [(m.keys[i], m.origins[codes[i]]) for i in np.flatnonzero(dead)]
             keys += [m.keys[i] for i in alive.tolist()]
+            if documents is not None:
+                documents += [view.document(s.key, i) for i in alive.tolist()]
+            moves += [([m.keys[o], m.origins[codes[o]]], document)
+                      for (seg, o), document in view.moved.items() if seg == s.key]
             lengths.append(m.lengths[alive])
+            found = sets.get(s.key)
+            if sets:
+                matrices.append(found.matrix[alive] if found is not None
+                                else np.zeros((len(alive), dimension), dtype=np.float32))
+                has.append(found.has[alive] if found is not None
+                           else np.zeros(len(alive), dtype=bool))
             shift = len(origins)
             origins += m.origins
             origin_of.append(codes[alive] + shift)
@@ -704,11 +918,14 @@ class TextIndex:
         renumber = np.zeros(max(len(origins), 1), dtype=np.int64)
         renumber[used] = np.arange(len(used))
         merged = _collapse(
-            new_segment_key(), keys, np.concatenate(lengths).astype(np.int64)
+            new_segment_key(), keys, documents, np.concatenate(lengths).astype(np.int64)
             if lengths else np.zeros(0, dtype=np.int64),
             [origins[u] for u in used],
             renumber[np.concatenate(origin_of)] if keys else np.zeros(0, dtype=np.int64),
             list(vocabulary), _cat(term_of), _cat(ords), _cat(tfs))
+        merged.vectors_known = known
+        if sets and keys:
+            merged.vectors = (np.concatenate(matrices), np.concatenate(has))
         if self._stopping:
             return
         if merged.n:
@@ -716,7 +933,9 @@ class TextIndex:
                 await self.store.run(statement)
                 if self._stopping:
                     return
-        await self._publish(merged if merged.n else None, group, absorbed)
+        await self._publish(merged if merged.n else None, group, absorbed, moves)
+        if merged.n and merged.vectors is not None:  # what the next search would read
+            self._vector_sets[merged.key] = VectorSet.of(*merged.vectors)
         self.written["merges"] += 1
 
     async def _read_whole(self, group: list[Segment]) -> dict[str, list[Block]]:
@@ -731,16 +950,21 @@ class TextIndex:
 
     def _drop_statements(self, group: Sequence[Segment]) -> Statement:
         return Statement(
-            "DELETE $drop_headers; DELETE $drop_maps; DELETE $drop_blocks;",
+            "DELETE $drop_headers; DELETE $drop_maps; DELETE $drop_blocks;"
+            " DELETE $drop_vectors;",
             {"drop_headers": [RecordID(self.segment_table, s.key) for s in group],
              "drop_maps": [RecordID(self.map_table, s.key) for s in group],
              "drop_blocks": [RecordID(self.block_table, [s.key, b]) for s in group
-                             for b in range(s.blocks)]})
+                             for b in range(s.blocks)],
+             "drop_vectors": [RecordID(self.vector_part_table, [s.key, p]) for s in group
+                              for p in range(s.vparts)]})
 
     async def _publish(self, merged: Built | None, group: list[Segment],
-                       absorbed: list[tuple[str, str]]) -> None:
+                       absorbed: list[tuple[str, str]],
+                       moves: list[tuple[list[str], Any]]) -> None:
         """Swap the merged segment for its inputs in one transaction (refused when an input
-        is gone or the merged segment was removed as unpublished by another merger)."""
+        is gone or the merged segment was removed as unpublished by another merger). The
+        moves it took in go, unless a chunk moved again meanwhile."""
         check = Statement(
             f"IF array::len((SELECT id FROM $inputs WHERE live = true)) != array::len($inputs)"
             f" {{ THROW '{STALE}' }};",
@@ -753,16 +977,19 @@ class TextIndex:
                 {"merged": RecordID(self.segment_table, merged.key)})
         forget = Statement(
             f"FOR $d IN $absorbed {{ DELETE {self.dead_table} WHERE seg = $d[1]"
-            " AND chunk = $d[0]; };", {"absorbed": [list(a) for a in absorbed]})
+            " AND chunk = $d[0]; };"
+            f" FOR $m IN $taken_moves {{ DELETE type::record('{self.moved_table}', $m[0])"
+            " WHERE document = $m[1]; };",
+            {"absorbed": [list(a) for a in absorbed],
+             "taken_moves": [[key, document] for key, document in moves]})
         await self.store.transaction(check, publish, self._drop_statements(group), forget)
 
     async def _drop_unpublished(self) -> None:
         """Remove what an interrupted merge or rebuild left (the lease is ours)."""
         (rows,) = await self.store.query(
-            f"SELECT id, blocks FROM {self.segment_table} WHERE live = false;")
+            f"SELECT {HEADER_FIELDS} FROM {self.segment_table} WHERE live = false;")
         if rows:
-            left = [Segment(str(r["id"].id), 0, 0, int(r["blocks"]), 0, 0) for r in rows]
-            await self.store.run(self._drop_statements(left))
+            await self.store.run(self._drop_statements([Segment.of(r) for r in rows]))
 
     async def _take_lease(self) -> bool:
         try:
@@ -799,11 +1026,13 @@ class TextIndex:
             await asyncio.sleep(0.5)
         try:
             await self._drop_unpublished()
-            (old,) = await self.store.query(f"SELECT id, blocks FROM {self.segment_table};")
-            old_segments = [Segment(str(r["id"].id), 0, 0, int(r["blocks"]), 0, 0)
-                            for r in old or []]
+            (old,) = await self.store.query(
+                f"SELECT {HEADER_FIELDS} FROM {self.segment_table};")
+            old_segments = [Segment.of(r) for r in old or []]
             old_keys = {s.key for s in old_segments}
-            (old_dead,) = await self.store.query(f"SELECT VALUE id FROM {self.dead_table};")
+            old_dead, old_moved = await self.store.query(
+                f"SELECT VALUE id FROM {self.dead_table};"
+                f" SELECT VALUE [id, document] FROM {self.moved_table};")
             fresh: list[str] = []
             last: RecordID | None = None
             done = 0
@@ -815,8 +1044,9 @@ class TextIndex:
                 progress(0, total)
             while True:
                 start = last
+                inline = ", embedding" if self.vector_table == self.chunks_table else ""
                 rows, current = await self.store.query(
-                    f"SELECT id, content, text_seg FROM {self.chunks_table}"
+                    f"SELECT id, document, content, text_seg{inline} FROM {self.chunks_table}"
                     + (" WHERE id > $last" if last is not None else "")
                     + f" ORDER BY id LIMIT {REBUILD_PAGE};"
                     f" SELECT VALUE record::id(id) FROM {self.segment_table} WHERE live = true;",
@@ -829,9 +1059,10 @@ class TextIndex:
                 rows = [r for r in rows if r.get("text_seg") not in written_since]
                 key = new_segment_key()
                 built = build_with_origins(
-                    key, [str(r["id"].id) for r in rows],
+                    key, [str(r["id"].id) for r in rows], [r["document"].id for r in rows],
                     [str(r.get("content") or "") for r in rows],
-                    [r.get("text_seg") or key for r in rows], self.analyzer)
+                    [r.get("text_seg") or key for r in rows], self.analyzer,
+                    await self._vectors_for(rows))
                 ids = [r["id"] for r in rows]
                 unstamped = [r["id"] for r in rows if not r.get("text_seg")]
                 try:
@@ -858,16 +1089,32 @@ class TextIndex:
                 Statement("UPDATE $fresh SET live = true RETURN NONE;",
                           {"fresh": [RecordID(self.segment_table, k) for k in fresh]}),
                 self._drop_statements(old_segments),
-                Statement("DELETE $old_dead;", {"old_dead": list(old_dead or [])}))
+                Statement("DELETE $old_dead; FOR $m IN $old_moved { DELETE $m[0]"
+                          " WHERE document = $m[1]; };",
+                          {"old_dead": list(old_dead or []), "old_moved": old_moved or []}))
             return done
         finally:
             await self._release_lease()
+
+    async def _vectors_for(self, rows: list[dict[str, Any]]) -> list[Any] | None:
+        """The vectors of these chunk rows (``None`` for a chunk without one), read from
+        where the store keeps them."""
+        if self.vector_table is None:
+            return None
+        if self.vector_table == self.chunks_table:
+            return [r.get("embedding") for r in rows]
+        (found,) = await self.store.query(
+            "SELECT VALUE [record::id(id), embedding] FROM $vector_ids;",
+            {"vector_ids": [RecordID(self.vector_table, r["id"].id) for r in rows]})
+        by_key = {str(k): v for k, v in found or []}
+        return [by_key.get(str(r["id"].id)) for r in rows]
 
     async def drop(self) -> None:
         """Remove the text index's records (the store goes back to the engine's index)."""
         await self.store.query(
             "".join(f"DELETE {t};" for t in (self.segment_table, self.map_table,
-                                              self.block_table, self.dead_table))
+                                              self.block_table, self.dead_table,
+                                              self.vector_part_table, self.moved_table))
             + f" UPDATE {self.chunks_table} SET text_seg = NONE WHERE text_seg != NONE"
             " RETURN NONE;")
 
