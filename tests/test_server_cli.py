@@ -110,3 +110,60 @@ async def test_serve_exits_2_when_the_store_cannot_be_opened(tmp_path: Path) -> 
     assert code == 2, output
     assert "error:" in output and "another process" in output
     assert "Traceback" not in output
+
+
+def _dropped(url: str, method: str, body: dict | None, headers: dict[str, str],
+             *, read: bool = False) -> str:
+    """Send one request to /mcp/ over a raw socket and close it: at once, or once the
+    head of the answer is read (``read``). Returns what was read."""
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(url)
+    data = json.dumps(body).encode() if body is not None else b""
+    head = (f"{method} /mcp/ HTTP/1.1\r\nHost: {where.netloc}\r\n"
+            "Accept: application/json, text/event-stream\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+            + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n")
+    with socket.create_connection((where.hostname, where.port), timeout=30) as s:
+        s.sendall(head.encode() + data)
+        return s.recv(65536).decode(errors="replace") if read else ""
+
+
+def test_clients_that_leave_are_one_line_each(tmp_path: Path) -> None:
+    """An MCP client that goes away mid-session (its event stream open, tool calls in
+    flight) costs the server's log one plain line per stream, never a traceback, and no
+    line is printed twice."""
+    db = str(tmp_path / "db")
+    code, _ = run("ingest", "--db", db, "--model", "hashing-64", str(_note(tmp_path)))
+    assert code == 0
+    with served(tmp_path, "--db", db) as (proc, url):
+        wait_ready_process(proc, url)
+        answer = _dropped(url, "POST", {
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "leaver", "version": "1"}}}, {}, read=True)
+        session = next(line.split(":", 1)[1].strip() for line in answer.splitlines()
+                       if line.lower().startswith("mcp-session-id:"))
+        headers = {"mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+        _dropped(url, "POST", {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                 headers, read=True)
+        for n in range(3):  # tool calls whose caller does not wait for the answer
+            _dropped(url, "POST", {"jsonrpc": "2.0", "id": 10 + n, "method": "tools/call",
+                                   "params": {"name": "search",
+                                              "arguments": {"query": "storks"}}}, headers)
+        _dropped(url, "GET", None, headers, read=True)  # the event stream, then gone
+        # the server is still well, and says the stream's client left
+        assert httpx.get(url + "/v1/search", params={"query": "storks"}).status_code == 200
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+        output = proc.stdout.read() if proc.stdout else ""
+    assert "Traceback" not in output and "Error" not in output, output
+    left = [line for line in output.splitlines() if "went away" in line]
+    assert left == ["INFO:     GET /mcp/: the client went away; stopped"], output
+
+
+def _note(tmp_path: Path) -> Path:
+    note = tmp_path / "storks.txt"
+    note.write_text("Storks nest on roofs and chimneys.")
+    return note

@@ -961,11 +961,13 @@ def serve(
     # off loopback, refuse before listening rather than after
     if not config.loopback and _with_kb(store, lambda kb: kb.keys.count(), create=True) == 0:
         _fail(refuse_without_keys(host))
+    # One handler, on the root logger: the MCP SDK's server otherwise installs a rich one
+    # there (logging.basicConfig, a no-op once the root has a handler), which printed each
+    # of our lines twice and libraries' tracebacks as pages of rich frames.
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
-    server_log = logging.getLogger("surrealdocs")
-    server_log.addHandler(handler)
-    server_log.setLevel(log_level.upper())
+    logging.getLogger().addHandler(handler)
+    logging.getLogger("surrealdocs").setLevel(log_level.upper())
     fatal: list[str] = []
 
     def on_fatal(message: str) -> None:
