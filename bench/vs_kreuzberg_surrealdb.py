@@ -8,7 +8,7 @@ The original is installed only in the benchmark's own environment, never as a de
     python3 -m venv /tmp/kzs && /tmp/kzs/bin/pip install kreuzberg-surrealdb==0.2.0 \\
         surrealdb==3.0.0b10 surrealdb-embedded==3.0.0b10   # the same engine as ours
 
-Three legs, one after the other in one run, each in its own process on `mem://` with the
+Four legs, one after the other in one run, each in its own process on `mem://` with the
 same engine (SurrealDB 3.2.4 embedded), BM25 only (no embeddings), over the same files:
 
 - ``original``: kreuzberg-surrealdb's ``DocumentPipeline(embed=False)``: ``setup_schema()``,
