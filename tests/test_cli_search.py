@@ -102,3 +102,13 @@ def test_notebook_search_honours_every_option(store: dict[str, Any], args: list[
     assert all(not h["source"].endswith("outside.md") for h in with_option)
     if kwargs != {"mode": "hybrid"}:  # hybrid is the default: the rest change the result
         assert with_option != cli_hits(store), f"{args} made no difference"
+
+
+def test_a_query_of_common_words_finds_nothing_and_says_why(store: dict[str, Any]) -> None:
+    for mode in ("text", "vector", "hybrid"):
+        result = runner.invoke(app, ["search", "The of and", "--mode", mode, *store["common"]])
+        assert result.exit_code == 0, result.output
+        assert "no hits: every word of the query is a common word (the, of, and)" in \
+            " ".join(result.output.split())
+    result = runner.invoke(app, ["search", "the ranking", "--mode", "text", *store["common"]])
+    assert "no hits" not in result.output and "common word" not in result.output

@@ -134,6 +134,8 @@ async def check_read_tools(client: Client, max_chars: int) -> None:
     assert pdf["hits"] and all(h["mime_type"] == "application/pdf" for h in pdf["hits"])
     assert data(await client.call_tool("search", {
         "query": "revenue", "ingested_after": "2999-01-01T00:00:00Z"}))["hits"] == []
+    common = data(await client.call_tool("search", {"query": "The and the of"}))
+    assert common["hits"] == [] and "common word (the, and, of)" in common["notice"]
     assert data(await client.call_tool("search", {
         "query": "revenue", "ingested_before": "2999-01-01"}))["hits"]
 

@@ -44,6 +44,17 @@ def ingest_birds(server: Server, **params: Any) -> dict[str, Any]:
 
 
 # ----- service ----------------------------------------------------------------------------
+def test_a_query_of_common_words_says_why_it_finds_nothing(tmp_path: Path) -> None:
+    with serve(tmp_path) as server:
+        ingest_birds(server)
+        c = server.client
+        for mode in ("text", "vector", "hybrid"):
+            answer = c.get("/v1/search", params={"query": "the of", "mode": mode}).json()
+            assert answer["count"] == 0 and "common word (the, of)" in answer["notice"]
+        found = c.get("/v1/search", params={"query": "the herons"}).json()
+        assert found["count"] > 0 and "notice" not in found
+
+
 def test_health_ready_info_stats(tmp_path: Path) -> None:
     with serve(tmp_path) as server:
         c = server.client

@@ -34,7 +34,7 @@ from .config import Settings
 from .errors import NotFoundError, SurrealDocsError
 from .kb import KnowledgeBase
 from .results import FileResult, Hit, IngestReport, SyncReport, id_text
-from .search import MODES
+from .search import MODES, search_notice
 from .snippet import Snippet, snippet
 from .store.connection import resolve_url, serving_marker
 
@@ -525,7 +525,8 @@ def _marked(shown: Snippet) -> str:
 
 def _print_hits(hits: list[Hit], mode: str, query: str) -> None:
     if not hits:
-        console.print("no hits")
+        notice = search_notice(query, hits)
+        console.print("no hits" + (f": {escape(notice)}" if notice else ""))
         return
     table = Table(title=f"{mode} search: {escape(query)}", show_lines=True)
     table.add_column("#", justify="right")

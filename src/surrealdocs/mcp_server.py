@@ -33,6 +33,7 @@ from .errors import ConfigurationError, NotFoundError, SurrealDocsError
 from .kb import KnowledgeBase
 from .notebook import Notebook
 from .results import Document, Hit, IngestReport, Passage, id_text, jsonable
+from .search import search_notice
 
 DEFAULT_MAX_CHARS = 8_000
 MIN_MAX_CHARS = 1_000
@@ -251,6 +252,9 @@ to be left out it says `"truncated": true` and how many (`omitted_hits`).""")
         payload: dict[str, Any] = {
             "query": query, "mode": mode, "count": len(hits),
             "hits": [_hit(n, hit, snippet_chars) for n, hit in enumerate(hits, 1)]}
+        notice = search_notice(query, hits)
+        if notice:
+            payload["notice"] = notice
         payload = _fit_list(payload, "hits", budget, "omitted_hits", _shrink_snippet)
         payload["count"] = len(payload["hits"])
         return _answer(payload)

@@ -31,8 +31,8 @@ from .store.chunks import is_visible
 from .store.documents import record_id
 from .store.storage import Storage
 
-__all__ = ["MODES", "Filters", "Hit", "Searcher", "glob_to_regex", "query_terms",
-           "query_words"]
+__all__ = ["MODES", "Filters", "Hit", "Searcher", "common_words_only", "glob_to_regex",
+           "query_terms", "query_words", "search_notice"]
 
 MODES = ("hybrid", "vector", "text")
 # the most hits (and candidates per leg) one search may ask for
@@ -54,6 +54,23 @@ whom why will with would you your yours yourself yourselves
 # The analyzer's `class` tokenizer splits runs of letters from runs of digits ("r2d2" is
 # r, 2, d, 2): query words are cut the same way, so that each is one index term.
 _PIECE = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
+
+
+def common_words_only(text: str) -> list[str]:
+    """The query's words when every one is a common word (``the``, ``of and``): such a query
+    says nothing about what to look for, and every search returns no hits for it
+    (:func:`search_notice` says why). Empty otherwise."""
+    words = _PIECE.findall(text.lower())
+    return words if words and all(w in STOP_WORDS for w in words) else []
+
+
+def search_notice(query: str | None, hits: Sequence[Hit]) -> str | None:
+    """Why a search found nothing, when the query is the reason; for every face to show."""
+    words = common_words_only(query or "") if not hits else []
+    if not words:
+        return None
+    return (f"every word of the query is a common word ({', '.join(dict.fromkeys(words))}),"
+            " which says nothing about what to look for: add a word that does")
 
 
 def query_words(text: str) -> list[str]:
@@ -120,6 +137,8 @@ class Searcher:
                 f"{mode} search needs embedding vectors, and this store has none "
                 "(it was created " + ("with documents only" if not settings.chunked
                                       else "with embed=False") + "): use mode='text'")
+        if query_vector is None and common_words_only(text):
+            return []  # nothing to look for (search_notice says so)
         if mode == "hybrid" and query_vector is None:
             # the text leg runs while the model embeds the query (in a thread)
             embedding = asyncio.ensure_future(self._query_vector(text, None))

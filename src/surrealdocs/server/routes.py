@@ -21,7 +21,7 @@ from .. import __version__
 from ..jobs import JOB_STATUSES, Job
 from ..kb import MAX_OFFSET, KnowledgeBase
 from ..results import id_text
-from ..search import MODES
+from ..search import MODES, search_notice
 from .auth import Access, presented_token, reader, server_state, writer
 from .errors import ApiError
 from .models import NotebookRequest, SearchRequest, TextsRequest
@@ -200,9 +200,13 @@ async def _search(kb: KnowledgeBase, q: SearchRequest) -> dict[str, Any]:
         candidates=q.candidates, fusion=q.fusion, rrf_k=q.rrf_k, text_weight=q.text_weight,
         vector_weight=q.vector_weight, per_document=q.per_document,
         query_vector=q.query_vector)
-    return {"query": q.query, "mode": q.mode, "count": len(hits),
-            "took_ms": round((time.perf_counter() - started) * 1000, 2),
-            "hits": [h.to_dict() for h in hits]}
+    answer = {"query": q.query, "mode": q.mode, "count": len(hits),
+              "took_ms": round((time.perf_counter() - started) * 1000, 2),
+              "hits": [h.to_dict() for h in hits]}
+    notice = search_notice(q.query, hits)
+    if notice:
+        answer["notice"] = notice
+    return answer
 
 
 @router.get("/search", tags=["search"], summary="Search (options as query parameters)")

@@ -64,18 +64,6 @@ class VectorSet:
     squared_norms: np.ndarray  # float32 per ordinal
 
     @classmethod
-    def decode(cls, parts: Sequence[dict[str, Any]]) -> VectorSet:
-        """From a segment's part records, in part order."""
-        dimension = int(parts[0]["dim"]) if parts else 0
-        blocks = [np.frombuffer(p["data"], dtype="<f4").reshape(int(p["n"]), dimension)
-                  for p in parts]
-        matrix = np.ascontiguousarray(np.concatenate(blocks) if blocks
-                                      else np.zeros((0, dimension)), dtype=np.float32)
-        has = np.concatenate([np.frombuffer(p["has"], dtype=np.uint8) for p in parts]
-                             ).astype(bool) if parts else np.zeros(0, dtype=bool)
-        return cls.of(matrix, has)
-
-    @classmethod
     def of(cls, matrix: np.ndarray, has: np.ndarray) -> VectorSet:
         matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         squared = np.einsum("ij,ij->i", matrix, matrix)

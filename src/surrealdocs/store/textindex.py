@@ -55,8 +55,9 @@ from surrealdb import RecordID
 from ..analyzer import Analyzer, analyzer_for
 from ..config import Settings
 from ..errors import StoreError
-from .connection import Statement, Store
+from .connection import Statement, Store, release_freed_memory
 from .segmentvectors import (
+    PART_ROWS,
     PARTS_PER_STATEMENT,
     SCAN_MAX_BYTES,
     SCANNED_DISTANCES,
@@ -391,7 +392,7 @@ class _View:
     signature: tuple[Any, ...] = ()  # the segments, deletions and moves it was made of
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
     norm: np.ndarray | None = None  # per global ordinal, made by the first search
-    # a term's live postings over the view (global ordinals, frequencies), as searched
+    # a term's live postings over the view (global ordinals) and its BM25 in each chunk
     postings: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     postings_bytes: int = 0
     moved: dict[tuple[str, int], Any] = field(default_factory=dict)  # (segment, ordinal)
@@ -650,19 +651,19 @@ class TextIndex:
         n = view.chunks
         for term in unique:
             found = view.postings.get(term)
-            if found is None:
-                found = self._live_postings(view, term, blocks)
+            if found is None:  # the term's BM25 per live chunk, kept for the view's life
+                ords, tfs = self._live_postings(view, term, blocks)
+                df = len(ords)
+                idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+                found = (ords, idf * tfs * (k1 + 1.0) / (tfs + view.norm[ords]))
                 view.postings_bytes += found[0].nbytes + found[1].nbytes
                 if view.postings_bytes > POSTINGS_CACHE_BYTES:
                     view.postings.clear()
                     view.postings_bytes = found[0].nbytes + found[1].nbytes
                 view.postings[term] = found
-            ords, tfs = found
-            if not len(ords):
-                continue
-            df = len(ords)
-            idf = weights[term] * math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            acc[ords] += idf * tfs * (k1 + 1.0) / (tfs + view.norm[ords])
+            ords, contribution = found
+            if len(ords):
+                acc[ords] += weights[term] * contribution
         hits = np.flatnonzero(acc)
         return Ranked(view, hits, acc[hits])
 
@@ -734,19 +735,40 @@ class TextIndex:
     async def _vectors_of(self, segments: Sequence[Segment]) -> dict[str, VectorSet]:
         """The vectors of these segments (each read once, by one search at a time)."""
         async with self._loading_vectors:
+            loaded = False
             for s in segments:
                 if s.key in self._vector_sets or not s.vparts:
                     continue
-                (rows,) = await self.store.query(
-                    "SELECT * FROM $ids;",
-                    {"ids": [RecordID(self.vector_part_table, [s.key, p])
-                             for p in range(s.vparts)]})
-                parts = sorted(rows or [], key=lambda r: int(r["id"].id[1]))
-                if len(parts) != s.vparts:
-                    raise _Missing(f"vectors of segment {s.key}")
-                self._vector_sets[s.key] = VectorSet.decode(parts)
+                self._vector_sets[s.key] = await self._read_vectors(s)
+                loaded = True
+            if loaded:  # the answers' buffers were large: give their pages back
+                release_freed_memory()
             return {s.key: self._vector_sets[s.key] for s in segments
                     if s.key in self._vector_sets}
+
+    async def _read_vectors(self, s: Segment) -> VectorSet:
+        """A segment's vectors, read a few parts at a time into one matrix (a whole large
+        segment in one answer would hold its vectors three times over while decoded)."""
+        matrix: np.ndarray | None = None
+        has = np.zeros(s.n, dtype=bool)
+        for first in range(0, s.vparts, PARTS_PER_STATEMENT):
+            numbers = range(first, min(first + PARTS_PER_STATEMENT, s.vparts))
+            (rows,) = await self.store.query(
+                "SELECT * FROM $ids;",
+                {"ids": [RecordID(self.vector_part_table, [s.key, p]) for p in numbers]})
+            if len(rows or []) != len(numbers):
+                raise _Missing(f"vectors of segment {s.key}")
+            for row in rows:
+                start = int(row["id"].id[1]) * PART_ROWS
+                count, dimension = int(row["n"]), int(row["dim"])
+                if matrix is None:
+                    matrix = np.zeros((s.n, dimension), dtype=np.float32)
+                matrix[start:start + count] = np.frombuffer(
+                    row["data"], dtype="<f4").reshape(count, dimension)
+                has[start:start + count] = np.frombuffer(row["has"], dtype=np.uint8) > 0
+            del rows
+        assert matrix is not None
+        return VectorSet.of(matrix, has)
 
     async def live_vectors(self) -> dict[str, list[float]]:
         """Every live chunk's vector as the index holds it (for checks)."""

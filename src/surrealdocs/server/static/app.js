@@ -174,7 +174,7 @@
       const result = await api("/v1/search?" + params.toString());
       if (seq !== state.searchSeq) return;  // a newer search is under way
       state.terms = queryTerms(q);
-      renderHits(result.hits, q, result.took_ms);
+      renderHits(result.hits, q, result.took_ms, result.notice);
     } catch (e) {
       if (seq !== state.searchSeq) return;
       $("#results").replaceChildren();
@@ -183,7 +183,7 @@
     }
   }
 
-  function renderHits(hits, q, tookMs) {
+  function renderHits(hits, q, tookMs, notice) {
     state.hits = hits;
     const list = $("#results");
     list.replaceChildren();
@@ -196,7 +196,8 @@
     $("#empty").hidden = true;
     $("#summary").textContent = hits.length
       ? `${hits.length} passage${hits.length === 1 ? "" : "s"} · ${state.mode} · ${Math.round(tookMs)} ms`
-      : "No passages match. Try other words, or the Vector mode for meaning.";
+      : notice ? `No passages: ${notice}.`
+        : "No passages match. Try other words, or the Vector mode for meaning.";
     const pattern = termPattern(state.terms);
     hits.forEach((hit, i) => {
       const text = el("p", { class: "snippet" });
