@@ -302,3 +302,39 @@ def test_the_analyzer_follows_the_engines():
     assert Analyzer("none").terms("Running runners") == ["running", "runners"]
     assert Analyzer("german").terms("Häuser") == Analyzer("german").terms("Haus")
     assert len(english.terms("x" * 500)[0]) == 64  # a run that long is cut, not dropped
+
+
+async def test_the_view_is_read_again_only_after_something_may_have_written(small_settings):
+    """Where every write goes through this process's store, searches reuse the last view
+    of the segments until a statement that may write has run; every such statement counts,
+    whatever wrote it (an ingest, a delete, a raw query). A store others write to (a
+    server, a lent connection) reads the view for every search."""
+    async with await KnowledgeBase.open(settings=small_settings) as kb:
+        await kb.ingest_texts({"a.txt": "apple orchards in spring", "b.txt": "pear trees"})
+        text = _index(kb)
+        await text.stop()  # no background merge reads or writes meanwhile
+        views = 0
+        query = kb.store.query
+
+        async def counting(sql, *args, **kwargs):
+            nonlocal views
+            views += f"FROM {text.segment_table}" in sql and "live = true" in sql
+            return await query(sql, *args, **kwargs)
+
+        kb.store.query = counting  # type: ignore[method-assign]
+        assert kb.store.exclusive
+        assert await kb.search("apple", mode="text")
+        first = views
+        for _ in range(3):  # nothing written: the view stands
+            assert await kb.search("apple", mode="text")
+        assert views == first
+        await kb.store.query("DELETE chunks WHERE content CONTAINS 'apple';")
+        assert await kb.search("apple", mode="text") == []  # seen at once
+        assert views == first + 1
+        await kb.ingest_texts({"c.txt": "apple pie"})
+        assert [h.source for h in await kb.search("apple", mode="text")] == ["c.txt"]
+        kb.store.owned = False  # as a connection the caller lent: others may write
+        before = views
+        await kb.search("apple", mode="text")
+        await kb.search("apple", mode="text")
+        assert views == before + 2

@@ -635,7 +635,7 @@ class ChunkStorage:
             (rows,) = await self.store.query(
                 f"SELECT VALUE [record::id(id), record::id(document)] FROM"
                 f" $candidates.map(|$k| type::record('{self.table}', $k)){where};",
-                {**params, "candidates": [k for k, _ in best]})
+                {**params, "candidates": [k for k, _ in best]}, read_only=True)
             passed = {key: document for key, document in rows or []}
             for key, score in best:
                 document = passed.get(key)
@@ -767,7 +767,7 @@ class ChunkStorage:
         if not chunks:
             return {}
         (rows,) = await self.store.query(f"SELECT {_DETAIL_FIELDS} FROM $ids;",
-                                         {"ids": list(chunks)})
+                                         {"ids": list(chunks)}, read_only=True)
         return {id_text(r["id"]): r for r in rows or []}
 
     # ----- re-embedding with another model --------------------------------------------

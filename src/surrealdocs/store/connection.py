@@ -192,6 +192,8 @@ class Store:
     _written: int = field(default=0, repr=False, compare=False)
     _reopen_lock: asyncio.Lock | None = field(default=None, repr=False, compare=False)
     reopens: int = field(default=0, repr=False, compare=False)
+    # statements run that may have written (see query's read_only and exclusive)
+    changes: int = field(default=0, repr=False, compare=False)
 
     @property
     def write_lock(self) -> asyncio.Lock:
@@ -279,18 +281,35 @@ class Store:
         finally:
             self._builds -= 1
 
+    @property
+    def exclusive(self) -> bool:
+        """Whether every write to the database goes through this ``Store``: an embedded
+        engine it opened (the engine locks its files; ``mem://`` is this connection's own),
+        not a server other processes write to too. Then :attr:`changes` tells whether
+        anything may have changed since a reader last looked."""
+        return self.owned and self.embedded
+
     async def query(
         self, sql: str, params: Mapping[str, Any] | None = None, *, retries: int = 3,
-        rows: int = 0,
+        rows: int = 0, read_only: bool = False,
     ) -> list[Any]:
         """Run SurrealQL and return one result per statement; ``rows`` is how many rows it
-        writes, when it writes many.
+        writes, when it writes many. ``read_only``: the caller knows it writes nothing (it
+        does not count in :attr:`changes`; a statement that may write must never say so).
 
         Raises :class:`StoreError` naming the statement's own error (not the "not executed
         due to a failed transaction" that follows it). Write conflicts are retried, and so,
         once, is a request a server refused whole because it forgot the session (see
         :meth:`_renew`).
         """
+        try:
+            return await self._query(sql, params, retries, rows)
+        finally:  # counted once it is over (committed, or failed), never before
+            if not read_only:
+                self.changes += 1
+
+    async def _query(self, sql: str, params: Mapping[str, Any] | None, retries: int,
+                     rows: int) -> list[Any]:
         if self.reopen_after and self._written >= self.reopen_after:
             await self._reopen_if_worn()
         idle, is_open = self._events()
