@@ -1,0 +1,61 @@
+"""The README's command-line examples run as written: every `surrealdocs …` line of its
+CLI, sync and notebook blocks, in order, in a folder holding the files they name, on the
+default store (`./.surrealdocs/db`) and the default model. Lines that start a server, watch
+a folder or read a dataset outside the project are left out (the tests of `serve`, `sync
+--watch`, `mcp` and `eval` run those)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import SAMPLES
+from surrealdocs.cli import app
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+LEFT_OUT = ("--watch", "eval ", "mcp ", "serve")
+
+
+def readme_commands() -> list[str]:
+    """The `surrealdocs` lines of the README's shell blocks, comments cut, in order."""
+    text = README.read_text()
+    lines = []
+    for block in re.findall(r"```(?:sh|bash)\n(.*?)```", text, re.DOTALL):
+        for line in block.splitlines():
+            line = line.split("  #")[0].strip()
+            if line.startswith("surrealdocs ") and not any(s in line for s in LEFT_OUT) \
+                    and not line.startswith("surrealdocs keys"):
+                lines.append(line)
+    return lines
+
+
+def test_the_readme_lists_commands() -> None:
+    commands = readme_commands()
+    assert len(commands) >= 20
+    assert {c.split()[1] for c in commands} >= {"ingest", "search", "stats", "list", "show",
+                                                 "delete", "sync", "notebook", "add"}
+
+
+def test_readme_commands_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                        ) -> None:
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    for sample in SAMPLES.iterdir():
+        shutil.copy(sample, papers / sample.name)
+    shutil.copy(SAMPLES / "quarterly-report.pdf", papers / "attention.pdf")
+    shutil.copy(SAMPLES / "quarterly-report.pdf", papers / "old.pdf")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.md").write_text("# Todo\n\nRead about dense retrieval.\n")
+    (papers / "drafts").mkdir()  # ingested with ./papers: what `delete --glob` finds
+    (papers / "drafts" / "idea.md").write_text("A draft about attention.\n")
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    for line in readme_commands():
+        result = runner.invoke(app, shlex.split(line)[1:])
+        assert result.exit_code == 0, f"{line}\n{result.output}"
+        assert result.output.strip(), f"{line} printed nothing"
