@@ -59,3 +59,29 @@ def test_readme_commands_run_as_written(tmp_path: Path, monkeypatch: pytest.Monk
         result = runner.invoke(app, shlex.split(line)[1:])
         assert result.exit_code == 0, f"{line}\n{result.output}"
         assert result.output.strip(), f"{line} printed nothing"
+
+
+def readme_programs() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+
+
+def test_readme_programs_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Each Python example of the README, in order, in one folder (the notebook the
+    LlamaIndex example searches is the one the notebook example made), as a program of
+    its own; each prints something."""
+    pytest.importorskip("langchain_core")
+    pytest.importorskip("llama_index.core")
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    for sample in SAMPLES.iterdir():
+        shutil.copy(sample, papers / sample.name)
+    shutil.copy(SAMPLES / "quarterly-report.pdf", papers / "attention.pdf")
+    monkeypatch.chdir(tmp_path)
+    programs = readme_programs()
+    assert len(programs) >= 5
+    for program in programs:
+        exec(compile(program, "README.md", "exec"), {"__name__": "__main__"})
+        printed = capsys.readouterr().out
+        assert printed.strip(), f"printed nothing:\n{program}"
+        assert "None" not in printed.split()[:1], printed
