@@ -18,6 +18,7 @@ from conftest import SAMPLES
 from surrealdocs.cli import app
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+INTEGRATIONS = README.parent / "docs" / "integrations.md"
 LEFT_OUT = ("--watch", "eval ", "mcp ", "serve")
 
 
@@ -69,7 +70,8 @@ def test_readme_programs_run_as_written(tmp_path: Path, monkeypatch: pytest.Monk
                                         capsys: pytest.CaptureFixture[str]) -> None:
     """Each Python example of the README, in order, in one folder (the notebook the
     LlamaIndex example searches is the one the notebook example made), as a program of
-    its own; each prints something."""
+    its own, then the retriever examples of docs/integrations.md; each prints something,
+    and no title or line prints as None."""
     pytest.importorskip("langchain_core")
     pytest.importorskip("llama_index.core")
     papers = tmp_path / "papers"
@@ -80,8 +82,15 @@ def test_readme_programs_run_as_written(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.chdir(tmp_path)
     programs = readme_programs()
     assert len(programs) >= 5
+    # and the retriever examples of docs/integrations.md, on the store the README's made
+    # (its other examples need a model server, serve forever, or are fragments)
+    more = [p for p in re.findall(r"```python\n(.*?)```", INTEGRATIONS.read_text(), re.DOTALL)
+            if 'SurrealDocsRetriever(db="./.surrealdocs/db"' in p]
+    assert len(more) == 2
+    programs += more
     for program in programs:
         exec(compile(program, "README.md", "exec"), {"__name__": "__main__"})
         printed = capsys.readouterr().out
         assert printed.strip(), f"printed nothing:\n{program}"
-        assert "None" not in printed.split()[:1], printed
+        if program in more:  # a retriever's hits name their titles and pages
+            assert "None" not in printed, printed
