@@ -8,6 +8,8 @@ that normalisation shows. It records every request and can be told to fail the n
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import socket
 import threading
 import time
@@ -19,6 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from conftest import SAMPLES
 from surrealdocs import KnowledgeBase, Settings
 from surrealdocs.embed import get_embedder
 from surrealdocs.embed.hashing import HashingEmbedder
@@ -669,3 +672,30 @@ async def test_reembed_onto_a_provider_records_it(fake: FakeProvider, tmp_path: 
     assert meta["model"] == "openai:embed-small"
     assert meta["provenance"] == {"provider": "openai", "endpoint": fake.url}
     assert hits[0].source == "note://b"
+
+
+def test_the_integration_guides_provider_examples_run(fake: FakeProvider, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    """docs/integrations.md's examples for Ollama and OpenAI-compatible servers run as
+    written, each in a folder of its own holding ./papers, against this fake server in
+    place of the address they name (the only change made to them)."""
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "integrations.md").read_text()
+    examples = [p for p in re.findall(r"```python\n(.*?)```", guide, re.DOTALL)
+                if "ollama:" in p or "openai:" in p]
+    assert len(examples) == 3
+    fake.key = "token-abc"
+    fake.models.update({"nomic-embed-text": 32, "nomic-embed-text:latest": 32,
+                        "BAAI/bge-small-en-v1.5": 48, "text-embedding-3-small": 1536})
+    monkeypatch.setenv("OPENAI_BASE_URL", fake.url)  # what get_embedder's settings read
+    monkeypatch.setenv("OPENAI_API_KEY", "token-abc")
+    for n, example in enumerate(examples):
+        folder = tmp_path / f"example{n}"
+        shutil.copytree(SAMPLES, folder / "papers")
+        monkeypatch.chdir(folder)
+        program = re.sub(r"http://localhost:\d+", fake.url, example)
+        exec(compile(program, "integrations.md", "exec"), {"__name__": "__main__"})
+        printed = capsys.readouterr().out
+        assert printed.strip() and "None" not in printed, (example, printed)
+    assert {r["path"] for r in fake.requests} == {"/api/embed", "/v1/embeddings"}
