@@ -31,11 +31,11 @@ from .discover import discover, os_reason, read_found
 from .embed import EmbeddingRunner, token_window
 from .errors import ConfigurationError, StoreError
 from .extract import Extracted, ExtractFailure, extract_bytes, extract_file
-from .ingest_jobs import own_folders
 from .results import STATUSES, FileResult, IngestReport, id_text
 from .store.chunks import IDS_TAKEN_MARK, Move
 from .store.connection import STALE_MARK, Statement
 from .store.documents import DocumentExistsError
+from .store.folders import own_folders
 from .store.storage import Storage
 from .tasks import all_or_cancel
 

@@ -44,8 +44,8 @@ from .config import Settings
 from .discover import Problem, discover_paths, glob_regex, open_found
 from .errors import ConfigurationError
 from .ingest import Ingestor, ProgressCallback, recorded_mtime
-from .ingest_jobs import own_folders
 from .results import FileResult, PlannedChange, SyncReport, id_text
+from .store.folders import own_folders
 from .store.storage import Storage
 
 HASH_CONCURRENCY = 4

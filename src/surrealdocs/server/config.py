@@ -10,7 +10,7 @@ from functools import cached_property
 
 from ..config import Settings
 from ..errors import ConfigurationError
-from ..ingest_jobs import check_uploads_dir
+from ..store.folders import check_uploads_dir
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
