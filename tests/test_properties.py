@@ -9,7 +9,7 @@ import fnmatch
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from surrealdb import AsyncSurreal
 
@@ -109,6 +109,7 @@ def test_any_source_filter_gives_hits_or_a_clear_error(kb: KnowledgeBase,
 
 # ----- names -----------------------------------------------------------------------------
 @FAST
+@example(name="A\n")  # Hypothesis found it: `$` matched before a trailing newline
 @given(name=st.text(max_size=80))
 def test_identifiers_are_safe_or_refused(name: str) -> None:
     try:
@@ -156,3 +157,22 @@ def test_any_bytes_give_a_result_with_a_reason(kb: KnowledgeBase,
     if result.document_id:
         doc = loop.run_until_complete(kb.document(result.document_id))
         assert doc.content and "\x00" not in doc.content
+
+
+def test_names_checked_by_patterns_refuse_a_trailing_newline(tmp_path) -> None:
+    """Every name checked by a pattern refuses "name\n" (a pattern's `$` accepts it)."""
+    from surrealdocs.server import ServeConfig
+
+    with pytest.raises(InvalidIdentifierError):
+        validate_identifier("chunks\n")
+    settings = Settings(db=str(tmp_path / "kb"), model="hashing-64")
+    with pytest.raises(ConfigurationError, match="CORS origin"):
+        ServeConfig(settings=settings, cors_origins=("https://app.example.com\n",))
+    with pytest.raises(ConfigurationError, match="allowed host"):
+        ServeConfig(settings=settings, allowed_hosts=("proxy.example.com\n",))
+
+    async def key() -> None:
+        async with await KnowledgeBase.open(settings=settings) as kb:
+            with pytest.raises(ConfigurationError, match="invalid key name"):
+                await kb.keys.create("laptop\n")
+    asyncio.run(key())

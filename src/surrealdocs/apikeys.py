@@ -21,8 +21,8 @@ from .results import jsonable
 from .store.keys import KeyStorage
 
 TOKEN_PREFIX = "sd_"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
-_TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}\Z")
+_TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,128}\Z")
 
 
 def token_hash(token: str) -> str:

@@ -44,7 +44,7 @@ INGEST = "ingest"
 ORPHAN_SECONDS = 3600
 # An upload folder is one that this module made: a name of this shape *and* this marker file
 # inside. Nothing else under the uploads directory is ever removed (it may be a user's folder).
-FOLDER_NAME = re.compile(r"^\d{9,12}-[0-9a-f]{16}$")
+FOLDER_NAME = re.compile(r"^\d{9,12}-[0-9a-f]{16}\Z")
 MARKER = ".surrealdocs-upload"
 
 

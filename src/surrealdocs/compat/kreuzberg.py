@@ -160,7 +160,7 @@ class LegacyQueryClient:
 # --------------------------------------------------------------------------- embedding models
 
 
-_KZ_PRESET = re.compile(r"^EmbeddingModelType\.preset\(['\"]([^'\"]+)['\"]\)$")
+_KZ_PRESET = re.compile(r"^EmbeddingModelType\.preset\(['\"]([^'\"]+)['\"]\)\Z")
 
 
 def _kreuzberg_model_type(model: Any) -> str | None:

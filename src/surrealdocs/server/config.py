@@ -90,12 +90,12 @@ class ServeConfig:
         if self.settings.chunked:
             check_uploads_dir(self.settings)
         for origin in self.cors_origins:
-            if origin != "*" and not re.match(r"^https?://[^/\s]+$", origin):
+            if origin != "*" and not re.match(r"^https?://[^/\s]+\Z", origin):
                 raise ConfigurationError(
                     f"a CORS origin is scheme://host[:port] (or *), got {origin!r}")
 
         for name in self.allowed_hosts:
-            if not isinstance(name, str) or not re.match(r"^(\*|[^/\s@]+)$", name):
+            if not isinstance(name, str) or not re.match(r"^(\*|[^/\s@]+)\Z", name):
                 raise ConfigurationError(f"an allowed host is a name or address (or *), got"
                                          f" {name!r}")
 

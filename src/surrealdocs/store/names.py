@@ -16,7 +16,7 @@ from ..config import NO_STEMMING, SNOWBALL_LANGUAGES
 from ..errors import InvalidIdentifierError
 
 META = "surrealdocs_meta"
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 
 
 def validate_identifier(name: str, what: str = "identifier") -> str:
