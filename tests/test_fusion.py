@@ -33,7 +33,8 @@ def test_rrf_by_chunk() -> None:
     text, vector = legs()
     fused = fuse(text, vector, limit=10, method="rrf", k=60)
     assert fused[0].chunk_id == "c1"  # the only chunk both legs found
-    assert fused[0].score == pytest.approx(1 / 63 + 1 / 61)
+    # shown as a share of the most RRF can give (first in both legs)
+    assert fused[0].score == pytest.approx((1 / 63 + 1 / 61) / (2 / 61))
     assert (fused[0].text_rank, fused[0].vector_rank) == (3, 1)
     assert [h.chunk_id for h in fused[1:]] == ["a1", "a2", "b1", "d1"]  # ties: best rank, id
 
@@ -43,7 +44,7 @@ def test_rrf_by_document_credits_both_legs() -> None:
     fused = fuse(text, vector, limit=10, method="rrf", k=60, per_document=True)
     assert [h.document_id for h in fused] == ["A", "C", "B", "D"]
     a = fused[0]
-    assert a.score == pytest.approx(1 / 61 + 1 / 62)
+    assert a.score == pytest.approx((1 / 61 + 1 / 62) / (2 / 61))
     assert (a.text_rank, a.vector_rank) == (1, 2)
     assert a.chunk_id == "a1"  # its better leg (text, rank 1) found chunk a1
     c = fused[1]
@@ -54,17 +55,17 @@ def test_weights_and_k() -> None:
     text, vector = legs()
     fused = fuse(text, vector, limit=2, method="rrf", k=0, weights=(0.0, 1.0))
     assert [h.chunk_id for h in fused] == ["c1", "a2"]
-    assert fused[0].score == pytest.approx(1.0)
+    assert fused[0].score == pytest.approx(1.0) and fused[1].score == pytest.approx(0.5)
 
 
 def test_minmax() -> None:
     text, vector = legs()
     fused = fuse(text, vector, limit=10, method="minmax", per_document=True)
     scores = {h.document_id: h.score for h in fused}
-    # text 9,5,1 -> 1, .5, 0 ; vector .9,.8,.2 -> 1, 6/7, 0
-    assert scores["A"] == pytest.approx(1.0 + 6 / 7)
-    assert scores["B"] == pytest.approx(0.5)
-    assert scores["C"] == pytest.approx(0.0 + 1.0)
+    # text 9,5,1 -> 1, .5, 0 ; vector .9,.8,.2 -> 1, 6/7, 0; shown as their weighted mean
+    assert scores["A"] == pytest.approx((1.0 + 6 / 7) / 2)
+    assert scores["B"] == pytest.approx(0.5 / 2)
+    assert scores["C"] == pytest.approx((0.0 + 1.0) / 2)
     assert scores["D"] == pytest.approx(0.0)
     assert [h.document_id for h in fused] == ["A", "C", "B", "D"]
 
@@ -77,8 +78,10 @@ def test_zscore() -> None:
     tz, vz = (t - t.mean()) / t.std(), (v - v.mean()) / v.std()
     expected = {"a1": tz[0] + 2 * vz.min(), "c1": tz[2] + 2 * vz[0], "a2": tz.min() + 2 * vz[1]}
     got = {h.chunk_id: h.score for h in fused}
-    for chunk, value in expected.items():
-        assert got[chunk] == pytest.approx(value)
+    for chunk, value in expected.items():  # shown as the logistic of the sum over |w|
+        assert got[chunk] == pytest.approx(1 / (1 + np.exp(-1.7 * value / np.hypot(1, 2))))
+    assert all(0 < v < 1 for v in got.values())
+    assert [h.score for h in fused] == sorted(got.values(), reverse=True)
 
 
 def test_unknown_fusion() -> None:
@@ -190,7 +193,8 @@ def chunk_leg() -> list[Hit]:
 
 @pytest.mark.parametrize("bonus,order,a_score", [
     (0.0, ["B", "A", "C"], 1.0),
-    (0.1, ["A", "B", "C"], 1.0 + 0.1 * (0.9 + 0.8)),  # only A's next two chunks count
+    # only A's next two chunks count; over what the bonus can add at most (0-1 stays 0-1)
+    (0.1, ["A", "B", "C"], (1.0 + 0.1 * (0.9 + 0.8)) / 1.2),
 ])
 async def test_a_document_scores_its_best_chunk_plus_a_bonus_for_more(
         bonus: float, order: list[str], a_score: float) -> None:

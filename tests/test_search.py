@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -61,9 +62,11 @@ async def test_hybrid_fuses_both_legs(corpus: KnowledgeBase) -> None:
     assert len(text) >= 1 and len(vector) > 2
     expected = sum((max(leg) - statistics.mean(leg)) / statistics.pstdev(leg)
                    if len(leg) > 1 else 0.0 for leg in (text, vector))
-    assert top.score == pytest.approx(expected)
+    # shown in 0-1: the logistic of that sum over the weights' norm
+    assert top.score == pytest.approx(1 / (1 + math.exp(-1.7 * expected / math.sqrt(2))))
+    assert all(0 < h.score < 1 for h in hits)
     rrf = await corpus.search("volcano lava eruption", mode="hybrid", limit=5, fusion="rrf")
-    assert rrf[0].chunk_id == top.chunk_id and rrf[0].score == pytest.approx(2 / 61)
+    assert rrf[0].chunk_id == top.chunk_id and rrf[0].score == pytest.approx(1.0)
 
 
 async def test_hits_carry_positions_titles_and_pages(corpus: KnowledgeBase) -> None:
@@ -223,3 +226,19 @@ async def test_stemming_is_english_by_default_and_can_be_turned_off() -> None:
             assert bool(stemmed) is finds_stems
     with pytest.raises(ConfigurationError, match="or none"):
         await KnowledgeBase.open("mem://", model="hashing-64", analyzer_language="klingon")
+
+
+async def test_scores_are_0_to_1_in_every_mode(corpus: KnowledgeBase) -> None:
+    """Text: BM25 over the query's ceiling (a chunk saturated with every query term found
+    would score 1); vector: cosine; hybrid: the fused score through the logistic."""
+    for mode in ("text", "vector", "hybrid"):
+        hits = await corpus.search("volcano lava eruption", mode=mode, limit=20)
+        assert hits and all(0.0 <= h.score <= 1.0 for h in hits), mode
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+        floor = hits[len(hits) // 2].score  # min_score is on the same scale
+        kept = await corpus.search("volcano lava eruption", mode=mode, limit=20,
+                                   min_score=floor)
+        assert [h.chunk_id for h in kept] == [h.chunk_id for h in hits if h.score >= floor]
+    await corpus.ingest_texts({"note://saturated": " ".join(["volcano lava eruption"] * 40)})
+    (top, *_) = await corpus.search("volcano lava eruption", mode="text", limit=1)
+    assert top.source == "note://saturated" and 0.8 < top.score <= 1.0

@@ -50,7 +50,7 @@ def _corpus(seed: int, documents: int) -> dict[str, str]:
 
 async def _brute(kb: KnowledgeBase, terms: list[str]) -> list[tuple[str, float]]:
     """BM25 (Lucene's IDF, the settings' k1 and b, query terms counted) over every chunk
-    row, best first."""
+    row, as a share of the query's ceiling (every found term saturated), best first."""
     text = _index(kb)
     (rows,) = await kb.store.query("SELECT id, content FROM chunks;")
     docs = {str(r["id"].id): Counter(text.analyzer.terms(r["content"])) for r in rows}
@@ -59,17 +59,19 @@ async def _brute(kb: KnowledgeBase, terms: list[str]) -> list[tuple[str, float]]
     average = sum(lengths.values()) / n
     k1, b = kb.settings.bm25_k1, kb.settings.bm25_b
     scores: dict[str, float] = {}
+    ceiling = 0.0  # what a chunk holding every found term, saturated, would score
     for term, repeats in Counter(terms).items():  # a repeated query term weighs more
         df = sum(1 for c in docs.values() if term in c)
         if not df:
             continue
         idf = repeats * math.log(1 + (n - df + 0.5) / (df + 0.5))
+        ceiling += idf * (k1 + 1)
         for key, counts in docs.items():
             tf = counts.get(term, 0)
             if tf:
                 norm = k1 * (1 - b + b * lengths[key] / average)
                 scores[key] = scores.get(key, 0.0) + idf * tf * (k1 + 1) / (tf + norm)
-    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+    return sorted(((k, v / ceiling) for k, v in scores.items()), key=lambda kv: (-kv[1], kv[0]))
 
 
 def _index(kb: KnowledgeBase) -> TextIndex:

@@ -12,6 +12,7 @@ Three methods (``Settings.hybrid_fusion``):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -68,8 +69,25 @@ def fuse(text_hits: list[Hit], vector_hits: list[Hit], *, limit: int, method: st
     ordered = sorted(
         fused.values(),
         key=lambda h: (-h.score, min(r for r in (h.text_rank, h.vector_rank) if r), key(h)),
-    )
-    return ordered[:limit]
+    )[:limit]
+    for hit in ordered:  # shown in 0-1, the order kept (see relevance)
+        hit.score = relevance(hit.score, method, weights, k)
+    return ordered
+
+
+def relevance(fused: float, method: str, weights: tuple[float, float], k: int) -> float:
+    """A fused score in 0-1, in the same order. ``zscore``: the logistic of the weighted sum
+    of the legs' z-scores over the weights' norm (0.5: an average candidate of both legs;
+    0.84, about one standard deviation above; a hit one leg missed counts as that leg's
+    lowest candidate). ``minmax``: the weighted mean of the legs' min-max scores. ``rrf``:
+    the sum over the most it can be (both legs' first)."""
+    w_text, w_vector = weights
+    if method == "zscore":
+        norm = math.hypot(w_text, w_vector) or 1.0
+        return 1.0 / (1.0 + math.exp(-1.7 * fused / norm))
+    if method == "minmax":
+        return fused / ((w_text + w_vector) or 1.0)
+    return fused / (((w_text + w_vector) / (k + 1)) or 1.0)
 
 
 def _with_ranks(hit: Hit, other: Hit) -> Hit:

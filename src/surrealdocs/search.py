@@ -286,8 +286,10 @@ class Searcher:
         return hits
 
     def _similarity(self, distance: float) -> float:
+        """0-1, higher is nearer: the cosine similarity (below 0 counts as 0), or
+        1 / (1 + distance) for the other distances."""
         if self.settings.hnsw_distance == "COSINE":
-            return 1.0 - distance
+            return max(0.0, 1.0 - distance)
         return 1.0 / (1.0 + distance)
 
 
@@ -320,10 +322,11 @@ async def _distinct_documents(fetch: Callable[[int], Awaitable[list[Hit]]], want
             break
         n = min(n * 2, MAX_FETCH)
     docs = list(seen.values())
-    if bonus:
+    if bonus:  # divided by what the bonus can add at most, so a 0-1 score stays 0-1
         for hit in docs:
-            hit.score += bonus * sum(sorted(more.get(hit.document_id, ()),
-                                            reverse=True)[:BONUS_CHUNKS])
+            hit.score = (hit.score + bonus * sum(sorted(more.get(hit.document_id, ()),
+                                                        reverse=True)[:BONUS_CHUNKS])
+                         ) / (1.0 + bonus * BONUS_CHUNKS)
         docs.sort(key=lambda h: -h.score)  # stable: ties keep the leg's order
     docs = docs[:want]
     for rank, hit in enumerate(docs, 1):

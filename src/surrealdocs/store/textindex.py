@@ -658,6 +658,7 @@ class TextIndex:
         k1 = self.settings.bm25_k1
         acc = np.zeros(view.offsets[-1], dtype=np.float64)
         n = view.chunks
+        ceiling = 0.0  # the most any chunk could score: every term, saturated
         for term in unique:
             found = view.postings.get(term)
             if found is None:  # the term's BM25 per live chunk, kept for the view's life
@@ -673,8 +674,12 @@ class TextIndex:
             ords, contribution = found
             if len(ords):
                 acc[ords] += weights[term] * contribution
+                df = len(ords)
+                ceiling += weights[term] * math.log(1.0 + (n - df + 0.5) / (df + 0.5)) \
+                    * (k1 + 1.0)
         hits = np.flatnonzero(acc)
-        return Ranked(view, hits, acc[hits])
+        # scores as a share of that ceiling: 0-1 whatever the query (the order is BM25's)
+        return Ranked(view, hits, acc[hits] / ceiling if ceiling > 0 else acc[hits])
 
     @staticmethod
     def _live_postings(view: _View, term: str,
