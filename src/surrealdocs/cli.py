@@ -477,7 +477,9 @@ def search(
     query: Annotated[str, typer.Argument(help="What to look for")],
     mode: Annotated[str, typer.Option(help=f"One of {', '.join(MODES)}")] = "hybrid",
     limit: Annotated[int, typer.Option("--limit", "-k", help="Number of hits")] = 10,
-    min_score: Annotated[float | None, typer.Option(help="Drop hits scoring below this")] = None,
+    min_score: Annotated[float | None, typer.Option(
+        help="Drop hits scoring below this (0-1: text, a share of the best BM25 the query"
+             " could reach; vector, cosine; hybrid, 0.5 for an average candidate)")] = None,
     source: Annotated[str | None, typer.Option(help="Only sources matching this glob")] = None,
     mime_type: Annotated[list[str] | None, typer.Option(
         "--mime-type", help="Only these MIME types (repeatable)")] = None,

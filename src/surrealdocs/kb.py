@@ -361,8 +361,10 @@ class KnowledgeBase:
         and vector search walks its own graph), ``topics`` (any of them),
         ``created_after``/``created_before`` (when the source was ingested).
 
-        ``min_score`` drops hits scoring below it in the mode's own score (cosine
-        similarity, BM25, or the fused score). Hybrid search fuses ``candidates`` hits of
+        Scores are 0-1 in every mode (higher is better): text, the hit's BM25 as a share of
+        the most the query could score; vector, the cosine similarity; hybrid, the fused
+        z-scores through the logistic (0.5: an average candidate). ``min_score`` drops hits
+        scoring below it. Hybrid search fuses ``candidates`` hits of
         each leg with ``fusion`` (``zscore``, ``minmax`` or ``rrf``, with ``rrf_k``),
         weighting the legs by ``text_weight`` and ``vector_weight``; unset, these come
         from the settings. ``per_document`` returns one hit per document, its best chunk.

@@ -238,7 +238,7 @@ to be left out it says `"truncated": true` and how many (`omitted_hits`).""")
         per_document: Annotated[bool, Field(
             description="One hit per document (its best passage)")] = False,
         min_score: Annotated[float | None, Field(
-            description="Drop hits scoring below this, in the mode's own score")] = None,
+            description="Drop hits scoring below this (scores are 0-1 in every mode)")] = None,
         snippet_chars: Annotated[int, Field(
             ge=0, le=2000, description="Most characters of each hit's snippet")
         ] = _SNIPPET_CHARS,

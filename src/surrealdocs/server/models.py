@@ -47,7 +47,8 @@ class SearchRequest(_Strict):
     query: str | None = Field(None, description="What to look for")
     mode: Mode = "hybrid"
     limit: int = Field(10, ge=1, le=MAX_LIMIT, description="Number of hits")
-    min_score: float | None = Field(None, description="Drop hits scoring below this")
+    min_score: float | None = Field(None, description="Drop hits scoring below this (scores"
+                                    " are 0-1 in every mode: see the README)")
     source: str | None = Field(None, description="Only sources matching this glob")
     mime_type: list[str] | None = Field(None, description="Only these MIME types")
     notebook: str | None = Field(None, description="Only sources in this notebook (name or id)")
