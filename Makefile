@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint clean
+.PHONY: install demo test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# the quick benchmarks (under a minute, no ../shared needed); the others: bench/README.md
+bench: $(STAMP)
+	$(BIN)/python bench/text_index_writes.py --documents 300
+	$(BIN)/python bench/engine_bm25_limit.py --rows 5000 --runs 3
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
