@@ -185,15 +185,10 @@ async def rebuild_graph(kb: Any) -> None:
         await kb.rebuild_index()
 
 
-async def measure(kb: Any, qs: list[str], scan_queries: int, efs: list[int],
-                  min_score: float = 0.2) -> dict[str, Any]:
-    from surrealdocs.filters import Filters
-    from surrealdocs.results import id_text
-
-    names = kb.store.names
-    table = kb.storage.chunks.vector_table
-    out: dict[str, Any] = {}
-    await kb.warm_up(qs)  # term frequencies known before the first timed search
+async def time_modes(kb: Any, qs: list[str]) -> dict[str, dict[str, float]]:
+    """p50/p95 ms of each mode over ``qs`` (top 10, one hit per document; five untimed
+    searches first)."""
+    out = {}
     for mode in ("text", "vector", "hybrid"):
         for q in qs[:5]:
             await kb.search(q, mode=mode, per_document=True)
@@ -204,6 +199,19 @@ async def measure(kb: Any, qs: list[str], scan_queries: int, efs: list[int],
             times.append((time.perf_counter() - t0) * 1000)
         out[mode] = {"p50_ms": round(statistics.median(times), 1),
                      "p95_ms": round(pct(times, 0.95), 1)}
+    return out
+
+
+async def measure(kb: Any, qs: list[str], scan_queries: int, efs: list[int],
+                  min_score: float = 0.2) -> dict[str, Any]:
+    from surrealdocs.filters import Filters
+    from surrealdocs.results import id_text
+
+    names = kb.store.names
+    table = kb.storage.chunks.vector_table
+    out: dict[str, Any] = {}
+    await kb.warm_up(qs)  # term frequencies known before the first timed search
+    out.update(await time_modes(kb, qs))
     recalls, scan_ms = [], []
     by_ef: dict[int, dict[str, list[float]]] = {ef: {"set": [], "ties": [], "ms": []}
                                                 for ef in efs}

@@ -16,14 +16,12 @@ import argparse
 import asyncio
 import json
 import resource
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale import PROXY, SentenceMeanEmbedder, corpus, pct, queries
+from scale import PROXY, SentenceMeanEmbedder, corpus, queries, time_modes
 
 
 async def main() -> None:
@@ -47,16 +45,7 @@ async def main() -> None:
     settings = Settings.from_env(db=str(args.workdir / "store"), model=model)
     async with await KnowledgeBase.open(settings=settings) as kb:
         out["chunks"] = (await kb.stats()).chunks
-        for mode in ("text", "vector", "hybrid"):
-            for q in qs[:5]:
-                await kb.search(q, mode=mode, per_document=True)
-            times = []
-            for q in qs:
-                t0 = time.perf_counter()
-                await kb.search(q, mode=mode, per_document=True)
-                times.append((time.perf_counter() - t0) * 1000)
-            out[mode] = {"p50_ms": round(statistics.median(times), 1),
-                         "p95_ms": round(pct(times, 0.95), 1)}
+        out.update(await time_modes(kb, qs))
         text = kb.storage.chunks.text
         if text is not None:
             out["segment_cache_mb"] = round(text.cache.used / 2**20)
