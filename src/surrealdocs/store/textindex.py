@@ -392,8 +392,8 @@ class _View:
     signature: tuple[Any, ...] = ()  # the segments, deletions and moves it was made of
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
     norm: np.ndarray | None = None  # per global ordinal, made by the first search
-    # a term's live postings over the view (global ordinals) and its BM25 in each chunk
-    postings: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    # a term's live postings over the view (global ordinals), its BM25 in each chunk, its IDF
+    postings: dict[str, tuple[np.ndarray, np.ndarray, float]] = field(default_factory=dict)
     postings_bytes: int = 0
     moved: dict[tuple[str, int], Any] = field(default_factory=dict)  # (segment, ordinal)
     stamp: int = -1  # the store's changes when it was read
@@ -665,18 +665,16 @@ class TextIndex:
                 ords, tfs = self._live_postings(view, term, blocks)
                 df = len(ords)
                 idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-                found = (ords, idf * tfs * (k1 + 1.0) / (tfs + view.norm[ords]))
+                found = (ords, idf * tfs * (k1 + 1.0) / (tfs + view.norm[ords]), idf)
                 view.postings_bytes += found[0].nbytes + found[1].nbytes
                 if view.postings_bytes > POSTINGS_CACHE_BYTES:
                     view.postings.clear()
                     view.postings_bytes = found[0].nbytes + found[1].nbytes
                 view.postings[term] = found
-            ords, contribution = found
+            ords, contribution, idf = found
             if len(ords):
                 acc[ords] += weights[term] * contribution
-                df = len(ords)
-                ceiling += weights[term] * math.log(1.0 + (n - df + 0.5) / (df + 0.5)) \
-                    * (k1 + 1.0)
+                ceiling += weights[term] * idf * (k1 + 1.0)
         hits = np.flatnonzero(acc)
         # scores as a share of that ceiling: 0-1 whatever the query (the order is BM25's)
         return Ranked(view, hits, acc[hits] / ceiling if ceiling > 0 else acc[hits])
