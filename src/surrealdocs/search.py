@@ -139,13 +139,12 @@ class Searcher:
                                       else "with embed=False") + "): use mode='text'")
         if query_vector is None and common_words_only(text):
             return []  # nothing to look for (search_notice says so)
+        depth = max(candidates or settings.hybrid_candidates, limit)  # hybrid, per leg
         if mode == "hybrid" and query_vector is None:
             # the text leg runs while the model embeds the query (in a thread)
             embedding = asyncio.ensure_future(self._query_vector(text, None))
             try:
-                text_first = await self._leg_text(
-                    text, max(candidates or settings.hybrid_candidates, limit), filters,
-                    per_document, False)
+                text_first = await self._leg_text(text, depth, filters, per_document, False)
             except BaseException:
                 embedding.cancel()
                 await asyncio.gather(embedding, return_exceptions=True)
@@ -163,7 +162,6 @@ class Searcher:
                 hits = await self._leg_vector(vector, limit, filters, per_document, careful)
             else:
                 assert vector is not None
-                depth = max(candidates or settings.hybrid_candidates, limit)
                 if text_first is not None and not careful:
                     text_hits = text_first
                     vector_hits = await self._leg_vector(vector, depth, filters, per_document,
