@@ -390,8 +390,7 @@ def _v13(names: Names, settings: Settings, dimension: int) -> str:
     # scans them); segments written before are rebuilt on open (reconcile_text_index).
     if not settings.chunked:
         return ""
-    return "".join(f" DEFINE TABLE IF NOT EXISTS {names.chunks}_text_{t} SCHEMALESS;"
-                   for t in ("vector", "moved"))
+    return TextIndex.schema_sql_for(names.chunks)  # its owner's DDL: the new tables
 
 
 def _surql_string(text: str) -> str:
