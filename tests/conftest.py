@@ -100,5 +100,6 @@ async def assert_text_index_matches_chunks(kb: KnowledgeBase) -> None:
         stored = {str(k): v for k, v in rows or [] if str(k) in expected}
         held = await text.live_vectors()
         assert held.keys() == stored.keys()
-        for key, vector in stored.items():
-            assert held[key] == pytest.approx(vector, rel=1e-6, abs=1e-6), key
+        for key, vector in stored.items():  # int8 codes: within half a step of the row
+            step = max(abs(x) for x in vector) / 127
+            assert held[key] == pytest.approx(vector, abs=step / 2 * 1.001 + 1e-9), key

@@ -1,7 +1,9 @@
-"""The vector leg's exact scan of the text index's segments (store/segmentvectors.py)
-against a brute-force nearest-neighbour search over the vectors the store holds: the same
-top 20 and scores within 1e-5, through writes, deletes, new versions, merges, rebuilds,
-filters, both scanned distances and a store whose segments predate their vectors."""
+"""The vector leg's scan of the text index's segments (store/segmentvectors.py) against a
+brute-force nearest-neighbour search over the vectors the index holds (int8 codes times
+their row's scale): the same top 20 and scores within 1e-5, through writes, deletes, new
+versions, merges, rebuilds, filters, both scanned distances and a store whose segments
+predate their vectors; and every coded score within its quantization bound of the score of
+the vector the store holds."""
 
 from __future__ import annotations
 
@@ -23,33 +25,48 @@ def _index(kb: KnowledgeBase) -> TextIndex:
     return text
 
 
-async def _brute(kb: KnowledgeBase, query: str, source: str | None = None
-                 ) -> list[tuple[str, float]]:
+async def _brute(kb: KnowledgeBase, query: str, source: str | None = None, *,
+                 coded: bool = True) -> list[tuple[str, float]]:
     """Every chunk's similarity to the query's vector (cosine, or 1/(1+distance) for
-    Euclidean, as searches score), best first, from the vector rows themselves."""
+    Euclidean, as searches score), best first: from the vectors the text index holds
+    (int8 codes times their scale) when ``coded``, else from the vector rows themselves.
+    Where both are known, each coded score is within the bound of its quantization."""
     text = _index(kb)
     assert text.vector_table is not None
     where = " WHERE chunk.document.source = $source" if source else ""
     (rows,) = await kb.store.query(
         f"SELECT VALUE [record::id(chunk), embedding] FROM {text.vector_table}{where};",
         {"source": source})
+    held = await text.live_vectors() if coded else {}
     q = np.asarray(await kb._searcher.embedding.query(query), dtype=np.float64)
     out = []
     for key, vector in rows:
-        v = np.asarray(vector, dtype=np.float64)
-        if kb.settings.hnsw_distance == "COSINE":
-            score = float(v @ q / (np.linalg.norm(v) * np.linalg.norm(q)))
-        else:
-            score = 1.0 / (1.0 + float(np.linalg.norm(v - q)))
+        true = _score(kb, np.asarray(vector, dtype=np.float64), q)
+        if not coded:
+            out.append((str(key), true))
+            continue
+        v = np.asarray(held[str(key)], dtype=np.float64)
+        score = _score(kb, v, q)
+        # each component is off by at most half a step (the row's peak / 127)
+        error = np.sqrt(len(v)) * np.abs(np.asarray(vector)).max() / 254
+        bound = 2 * error / np.linalg.norm(vector) if kb.settings.hnsw_distance == "COSINE" \
+            else error
+        assert abs(score - true) <= bound + 1e-9, (key, score, true, bound)
         out.append((str(key), score))
     return sorted(out, key=lambda kv: (-kv[1], kv[0]))
+
+
+def _score(kb: KnowledgeBase, v: np.ndarray, q: np.ndarray) -> float:
+    if kb.settings.hnsw_distance == "COSINE":
+        return float(v @ q / (np.linalg.norm(v) * np.linalg.norm(q)))
+    return 1.0 / (1.0 + float(np.linalg.norm(v - q)))
 
 
 async def _agrees(kb: KnowledgeBase, *, scanned: bool = True) -> None:
     for query in QUERIES:
         q = await kb._searcher.embedding.query(query)
         assert (await _index(kb).nearest(q) is not None) == scanned
-        expected = (await _brute(kb, query))[:20]
+        expected = (await _brute(kb, query, coded=scanned))[:20]
         hits = await kb.search(query, mode="vector", limit=20)
         assert len(hits) == len(expected), query
         await assert_hits_name_their_documents(kb, hits)
@@ -148,5 +165,33 @@ async def test_segments_without_vectors_use_the_graph_until_rebuilt(tmp_path):
         assert schema["version"] == 13 and schema["text_segments"] == 2
         ranked = await _index(kb).rank(["appl"])
         assert ranked.best(0, 5) and ranked.documents(0, 5)
+        await _agrees(kb)
+        await assert_text_index_matches_chunks(kb)
+
+
+async def test_parts_written_as_float32_rows_are_read(small_settings):
+    """Stores written before the codes hold float32 rows in their parts: a search
+    quantizes them as it reads them, and merges write them as codes."""
+    async with await KnowledgeBase.open(settings=small_settings) as kb:
+        await kb.ingest_texts(_corpus(16, 12))
+        text = _index(kb)
+        (parts,) = await kb.store.query(f"SELECT * FROM {text.vector_part_table};")
+        (rows,) = await kb.store.query(
+            f"SELECT VALUE [record::id(chunk), embedding] FROM {text.vector_table};")
+        true = {str(k): v for k, v in rows}
+        view = await text._view()
+        for part in parts:
+            segment, number = part["id"].id
+            keys = view.maps[segment].keys[number * 4096:(number + 1) * 4096]
+            matrix = np.array([true.get(k, [0.0] * part["dim"]) for k in keys], "<f4")
+            await kb.store.query(
+                "UPDATE $id CONTENT { n: $n, dim: $dim, data: $data, has: $has };",
+                {"id": part["id"], "n": part["n"], "dim": part["dim"],
+                 "data": matrix.tobytes(), "has": part["has"]})
+        text._vector_sets.clear()
+        await _agrees(kb)
+        assert await text.merge_once(force=True)
+        (parts,) = await kb.store.query(f"SELECT * FROM {text.vector_part_table};")
+        assert parts and all("codes" in p and "data" not in p for p in parts)
         await _agrees(kb)
         await assert_text_index_matches_chunks(kb)

@@ -15,9 +15,9 @@ cost of writing a chunk. Here the store keeps immutable *segments* and this proc
   (``<u4``) and term frequency (``<u2``) as packed ``bytes``.
 - ``<chunks>_text_dead``: a deleted chunk (its id and origin), written by an event in the
   transaction that deletes the row, whatever deletes it (a cascade too).
-- ``<chunks>_text_vector``: a segment's vectors (the chunks' embeddings, packed, in part
-  records; :mod:`.segmentvectors`), so that the vector leg scans them exactly in this
-  process, merged and deleted with the postings.
+- ``<chunks>_text_vector``: a segment's vectors (the chunks' embeddings as int8 codes with
+  a scale per row, in part records; :mod:`.segmentvectors`), so that the vector leg scans
+  them in this process, merged and deleted with the postings.
 - ``<chunks>_text_moved``: a chunk moved into another document (a new version of a source
   keeps its unchanged chunks), keyed by chunk and origin, written by the statement that
   moves it: searches group hits by document without reading the chunks' rows.
@@ -62,7 +62,9 @@ from .segmentvectors import (
     SCAN_MAX_BYTES,
     SCANNED_DISTANCES,
     VectorSet,
+    decode_part,
     pack,
+    part_bytes,
     part_count,
     part_records,
 )
@@ -111,7 +113,7 @@ class Built:
     tfs: np.ndarray
     # the chunks' vectors and which have one; None: none has (vectors_known: whether that
     # is known, false for a merge of segments written before segments carried vectors)
-    vectors: tuple[np.ndarray, np.ndarray] | None = None
+    vectors: VectorSet | None = None
     vectors_known: bool = True
 
     @property
@@ -506,9 +508,9 @@ class TextIndex:
                 {f"{tag}_b{start}": part}, rows=len(part)))
         if built.vectors is not None:
             parts = [{"id": RecordID(self.vector_part_table, [key, p]), **record}
-                     for p, record in enumerate(part_records(*built.vectors))]
+                     for p, record in enumerate(part_records(built.vectors))]
             self.written["records"] += len(parts)
-            self.written["bytes"] += sum(len(p["data"]) + len(p["has"]) for p in parts)
+            self.written["bytes"] += sum(map(part_bytes, parts))
             for start in range(0, len(parts), PARTS_PER_STATEMENT):
                 some = parts[start:start + PARTS_PER_STATEMENT]
                 statements.append(Statement(
@@ -702,8 +704,8 @@ class TextIndex:
         return np.concatenate(ords_parts), np.concatenate(tfs_parts)
 
     async def nearest(self, vector: Sequence[float]) -> Ranked | None:
-        """Every live chunk that has a vector, nearest to ``vector`` first, by an exact scan
-        of the segments' vectors (scores: :meth:`VectorSet.scores`). ``None`` when the scan
+        """Every live chunk that has a vector, nearest to ``vector`` first, by a scan of
+        the segments' coded vectors (scores: :meth:`VectorSet.scores`). ``None`` when the scan
         cannot answer and the HNSW graph must: segments written before they carried vectors
         (until the index is rebuilt), a distance it does not compute, or more vectors than
         :data:`SCAN_MAX_BYTES`."""
@@ -759,9 +761,10 @@ class TextIndex:
                     if s.key in self._vector_sets}
 
     async def _read_vectors(self, s: Segment) -> VectorSet:
-        """A segment's vectors, read a few parts at a time into one matrix (a whole large
-        segment in one answer would hold its vectors three times over while decoded)."""
-        matrix: np.ndarray | None = None
+        """A segment's vectors, read a few parts at a time (a whole large segment in one
+        answer would hold its vectors three times over while decoded)."""
+        codes: np.ndarray | None = None
+        scales = np.zeros(s.n, dtype=np.float32)
         has = np.zeros(s.n, dtype=bool)
         for first in range(0, s.vparts, PARTS_PER_STATEMENT):
             numbers = range(first, min(first + PARTS_PER_STATEMENT, s.vparts))
@@ -773,15 +776,15 @@ class TextIndex:
                 raise _Missing(f"vectors of segment {s.key}")
             for row in rows:
                 start = int(row["id"].id[1]) * PART_ROWS
-                count, dimension = int(row["n"]), int(row["dim"])
-                if matrix is None:
-                    matrix = np.zeros((s.n, dimension), dtype=np.float32)
-                matrix[start:start + count] = np.frombuffer(
-                    row["data"], dtype="<f4").reshape(count, dimension)
-                has[start:start + count] = np.frombuffer(row["has"], dtype=np.uint8) > 0
+                part_codes, part_scales, part_has = decode_part(row)
+                if codes is None:
+                    codes = np.zeros((s.n, part_codes.shape[1]), dtype=np.int8)
+                rows_of = slice(start, start + len(part_codes))
+                codes[rows_of], scales[rows_of], has[rows_of] = (
+                    part_codes, part_scales, part_has)
             del rows
-        assert matrix is not None
-        return VectorSet.of(matrix, has)
+        assert codes is not None
+        return VectorSet.of(codes, scales, has)
 
     async def live_vectors(self) -> dict[str, list[float]]:
         """Every live chunk's vector as the index holds it (for checks)."""
@@ -796,7 +799,7 @@ class TextIndex:
                 dead = view.dead.get(s.key)
                 for ordinal, key in enumerate(view.maps[s.key].keys):
                     if found.has[ordinal] and (dead is None or not dead[ordinal]):
-                        out[key] = found.matrix[ordinal].tolist()
+                        out[key] = found.vector(ordinal)
             return out
         return await self._retrying(read)
 
@@ -911,8 +914,7 @@ class TextIndex:
         known = all(s.vectors is not None for s in group)
         sets = await self._vectors_of([s for s in group if s.vectors]) if known else {}
         dimension = next(iter(sets.values())).dimension if sets else 0
-        matrices: list[np.ndarray] = []
-        has: list[np.ndarray] = []
+        carried: list[VectorSet] = []
         documents: list[Any] | None = [] if all(view.maps[s.key].documents is not None
                                                for s in group) else None
         moves: list[tuple[list[str], Any]] = []  # moved records the merge takes in
@@ -932,10 +934,8 @@ class TextIndex:
             lengths.append(m.lengths[alive])
             found = sets.get(s.key)
             if sets:
-                matrices.append(found.matrix[alive] if found is not None
-                                else np.zeros((len(alive), dimension), dtype=np.float32))
-                has.append(found.has[alive] if found is not None
-                           else np.zeros(len(alive), dtype=bool))
+                carried.append(found.take(alive) if found is not None
+                               else VectorSet.empty(len(alive), dimension))
             shift = len(origins)
             origins += m.origins
             origin_of.append(codes[alive] + shift)
@@ -960,7 +960,7 @@ class TextIndex:
             list(vocabulary), _cat(term_of), _cat(ords), _cat(tfs))
         merged.vectors_known = known
         if sets and keys:
-            merged.vectors = (np.concatenate(matrices), np.concatenate(has))
+            merged.vectors = VectorSet.concatenate(carried)
         if self._stopping:
             return
         if merged.n:
@@ -970,7 +970,7 @@ class TextIndex:
                     return
         await self._publish(merged if merged.n else None, group, absorbed, moves)
         if merged.n and merged.vectors is not None:  # what the next search would read
-            self._vector_sets[merged.key] = VectorSet.of(*merged.vectors)
+            self._vector_sets[merged.key] = merged.vectors
         self.written["merges"] += 1
 
     async def _read_whole(self, group: list[Segment]) -> dict[str, list[Block]]:
