@@ -18,8 +18,8 @@ from pathlib import Path
 from kreuzberg import ExtractionConfig, LanguageDetectionConfig
 
 from surrealdocs.config import Settings
-from surrealdocs.discover import discover
-from surrealdocs.extract import Extracted, extract_file
+from surrealdocs.parts.discover import discover
+from surrealdocs.parts.extract import Extracted, extract_file
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "documents"
 

@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from quality import DEV_COLLECTIONS, SHARED, dev_dataset  # noqa: E402
 from surrealdocs import KnowledgeBase, Settings  # noqa: E402
-from surrealdocs.evaluate import SOURCE_PREFIX, load_beir, mean_scores, score_run  # noqa: E402
-from surrealdocs.fusion import minmax as scale_minmax  # noqa: E402
-from surrealdocs.fusion import zscore as scale_zscore  # noqa: E402
+from surrealdocs.core.evaluate import SOURCE_PREFIX, load_beir, mean_scores, score_run  # noqa: E402
+from surrealdocs.parts.fusion import minmax as scale_minmax  # noqa: E402
+from surrealdocs.parts.fusion import zscore as scale_zscore  # noqa: E402
 
 DEPTH = 100
 Fusion = Callable[[dict[str, Any], str], list[str]]

@@ -37,16 +37,16 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from quality import dev_dataset  # noqa: E402
 from surrealdocs import Settings  # noqa: E402
-from surrealdocs.embed import get_embedder  # noqa: E402
-from surrealdocs.evaluate import (  # noqa: E402
+from surrealdocs.core.evaluate import (  # noqa: E402
     SOURCE_PREFIX,
     document_text,
     load_beir,
     mean_scores,
     score_run,
 )
-from surrealdocs.kb import KnowledgeBase  # noqa: E402
-from surrealdocs.search import query_terms  # noqa: E402
+from surrealdocs.core.kb import KnowledgeBase  # noqa: E402
+from surrealdocs.core.search import query_terms  # noqa: E402
+from surrealdocs.embed import get_embedder  # noqa: E402
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 DEPTH = 100

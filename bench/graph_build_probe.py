@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from notebook_scope import DIM, FixedDim, load, log  # noqa: E402
 from surrealdocs import Settings  # noqa: E402
-from surrealdocs.notebook import Notebooks  # noqa: E402
+from surrealdocs.core.notebook_service import Notebooks  # noqa: E402
 from surrealdocs.store.schema import hnsw_index_sql  # noqa: E402
 
 

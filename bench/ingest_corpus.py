@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 from surrealdocs import KnowledgeBase, Settings
-from surrealdocs.discover import discover
 from surrealdocs.embed.minilm import MiniLMEmbedder
-from surrealdocs.extract import Extracted, extract_file
+from surrealdocs.parts.discover import discover
+from surrealdocs.parts.extract import Extracted, extract_file
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "documents"
 

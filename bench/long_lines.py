@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from surrealdocs import Settings  # noqa: E402
-from surrealdocs.extract import Extracted, extract_file  # noqa: E402
+from surrealdocs.parts.extract import Extracted, extract_file  # noqa: E402
 
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota",
          "kappa", "lambda", "mu")

@@ -31,8 +31,8 @@ import numpy as np
 from surrealdb import RecordID
 
 from surrealdocs import Settings
+from surrealdocs.core.notebook_service import Notebooks
 from surrealdocs.embed.hashing import HashingEmbedder
-from surrealdocs.notebook import Notebooks
 
 DIM = 384
 _T0 = time.perf_counter()

@@ -10,10 +10,11 @@ figures, and every dev collection (SciFact dev, MED, CACM, NPL) in one table.
 
 Settings come from SURREALDOCS_* variables as usual, e.g. SURREALDOCS_BM25_K1=1.2.
 
-Runs the same code as ``surrealdocs eval`` (the library's :func:`surrealdocs.evaluate.evaluate`)
-with the default settings a user gets (the all-MiniLM-L6-v2 model, an in-memory store), prints
-the table, saves the figures as JSON under bench/results/, and replaces the table between the
-markers in BENCHMARKS.md. Quality figures are deterministic; timings depend on the machine.
+Runs the same code as ``surrealdocs eval`` (the library's
+:func:`surrealdocs.core.evaluate.evaluate`) with the default settings a user gets (the
+all-MiniLM-L6-v2 model, an in-memory store), prints the table, saves the figures as JSON
+under bench/results/, and replaces the table between the markers in BENCHMARKS.md. Quality
+figures are deterministic; timings depend on the machine.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from surrealdocs import Settings  # noqa: E402
-from surrealdocs.evaluate import evaluate, load_beir  # noqa: E402
+from surrealdocs.core.evaluate import evaluate, load_beir  # noqa: E402
 
 BEGIN, END = "<!-- quality:begin -->", "<!-- quality:end -->"
 COLLECTIONS_BEGIN, COLLECTIONS_END = "<!-- collections:begin -->", "<!-- collections:end -->"

@@ -204,8 +204,8 @@ async def time_modes(kb: Any, qs: list[str]) -> dict[str, dict[str, float]]:
 
 async def measure(kb: Any, qs: list[str], scan_queries: int, efs: list[int],
                   min_score: float = 0.2) -> dict[str, Any]:
-    from surrealdocs.filters import Filters
-    from surrealdocs.results import id_text
+    from surrealdocs.parts.filters import Filters
+    from surrealdocs.parts.results import id_text
 
     names = kb.store.names
     table = kb.storage.chunks.vector_table

@@ -26,7 +26,7 @@ import tantivy  # noqa: E402
 
 from search_speed import load_queries, pct  # noqa: E402
 from surrealdocs import KnowledgeBase, Settings  # noqa: E402
-from surrealdocs.search import query_words  # noqa: E402
+from surrealdocs.core.search import query_words  # noqa: E402
 
 
 async def chunks_of(db: str) -> list[tuple[str, str]]:

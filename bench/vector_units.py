@@ -40,9 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from surrealdocs import KnowledgeBase, Settings  # noqa: E402
-from surrealdocs.chunk import chunk_text  # noqa: E402
-from surrealdocs.embed.minilm import MAX_TOKENS, TOKENIZER_PATH, MiniLMEmbedder  # noqa: E402
-from surrealdocs.evaluate import (  # noqa: E402
+from surrealdocs.core.evaluate import (  # noqa: E402
     SOURCE_PREFIX,
     Dataset,
     document_text,
@@ -50,7 +48,9 @@ from surrealdocs.evaluate import (  # noqa: E402
     mean_scores,
     score_run,
 )
-from surrealdocs.fusion import zscore  # noqa: E402
+from surrealdocs.embed.minilm import MAX_TOKENS, TOKENIZER_PATH, MiniLMEmbedder  # noqa: E402
+from surrealdocs.parts.chunk import chunk_text  # noqa: E402
+from surrealdocs.parts.fusion import zscore  # noqa: E402
 
 DEPTH = 100
 

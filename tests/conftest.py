@@ -10,7 +10,7 @@ import pytest_asyncio
 
 from surrealdocs import KnowledgeBase, Settings
 from surrealdocs.embed import get_embedder
-from surrealdocs.results import Hit, id_text
+from surrealdocs.parts.results import Hit, id_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"

@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 
 from conftest import PATIENCE
 from surrealdocs import KnowledgeBase, Settings
-from surrealdocs.server import ServeConfig, create_app
+from surrealdocs.faces.http import ServeConfig, create_app
 
 T = TypeVar("T")
 # what a browser on this machine sends as Host to a server on loopback (the server refuses

@@ -5,13 +5,6 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from surrealdocs.chunk import (
-    Chunk,
-    assign_pages,
-    byte_to_char_offsets,
-    chunk_text,
-    fit_to_window,
-)
 from surrealdocs.embed import get_embedder, token_window
 from surrealdocs.embed.hashing import HashingEmbedder
 from surrealdocs.embed.minilm import (
@@ -23,6 +16,13 @@ from surrealdocs.embed.minilm import (
     model_path,
 )
 from surrealdocs.errors import ConfigurationError
+from surrealdocs.parts.chunk import (
+    Chunk,
+    assign_pages,
+    byte_to_char_offsets,
+    chunk_text,
+    fit_to_window,
+)
 
 
 def test_byte_offsets_become_char_offsets_for_non_ascii() -> None:

@@ -11,8 +11,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from conftest import SAMPLES
-from surrealdocs import cli
-from surrealdocs.cli import app
+from surrealdocs.faces import cli
+from surrealdocs.faces.cli import app
 
 runner = CliRunner()
 

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import SAMPLES
-from surrealdocs.cli import app
+from surrealdocs.faces.cli import app
 
 runner = CliRunner()
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from conftest import SAMPLES
 from surrealdocs import KnowledgeBase, Settings
-from surrealdocs.cli import app
+from surrealdocs.faces.cli import app
 
 runner = CliRunner()
 QUERY = "vector index ranking of documents"

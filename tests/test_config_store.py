@@ -246,8 +246,8 @@ async def test_store_errors_name_the_real_cause(kb: KnowledgeBase) -> None:
 
 
 async def test_reembed_switches_the_model(tmp_path: Path) -> None:
+    from surrealdocs.core.reembed import reembed
     from surrealdocs.embed import get_embedder
-    from surrealdocs.reembed import reembed
 
     db = str(tmp_path / "kb")
     async with await KnowledgeBase.open(db, model="hashing-64") as kb:

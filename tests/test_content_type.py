@@ -11,7 +11,7 @@ import pytest
 
 from conftest import SAMPLES
 from surrealdocs import KnowledgeBase, Settings
-from surrealdocs.extract import Extracted, ExtractFailure, extract_bytes, extract_file
+from surrealdocs.parts.extract import Extracted, ExtractFailure, extract_bytes, extract_file
 
 SETTINGS = Settings(db="mem://", chunk_size=300, chunk_overlap=30)
 

@@ -13,10 +13,10 @@ import pytest
 
 from conftest import shared_docs
 from surrealdocs import KnowledgeBase, Settings
-from surrealdocs.chunk import CONTEXT_MAX_CHARS, Chunk, assign_context, embedding_input
 from surrealdocs.embed import get_embedder
 from surrealdocs.embed.hashing import HashingEmbedder
-from surrealdocs.extract import Extracted, extract_bytes, extract_file
+from surrealdocs.parts.chunk import CONTEXT_MAX_CHARS, Chunk, assign_context, embedding_input
+from surrealdocs.parts.extract import Extracted, extract_bytes, extract_file
 from surrealdocs.store.names import Names
 from surrealdocs.store.schema import SCHEMA_VERSION
 
@@ -219,7 +219,7 @@ async def test_no_context_embeds_the_text_alone(tmp_path: Path) -> None:
 
 
 async def test_reembed_reads_the_context(tmp_path: Path) -> None:
-    from surrealdocs.reembed import reembed
+    from surrealdocs.core.reembed import reembed
 
     path = tmp_path / "guide.md"
     path.write_text(GUIDE)

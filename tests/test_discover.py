@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from surrealdocs import KnowledgeBase
-from surrealdocs.discover import discover, glob_regex
+from surrealdocs.parts.discover import discover, glob_regex
 
 
 def write(path: Path, text: str) -> Path:
@@ -253,7 +253,7 @@ async def test_sync_does_not_read_a_link_swapped_in(kb: KnowledgeBase,
 
 
 def test_open_found_refuses_what_discovery_did_not_see(swapped: dict[str, Path]) -> None:
-    from surrealdocs.discover import ReplacedFile, read_found
+    from surrealdocs.parts.discover import ReplacedFile, read_found
 
     folder, outside = swapped["folder"], swapped["outside"]
     (found,), _ = discover([folder / "a.md"])

@@ -8,14 +8,14 @@ import pytest
 from typer.testing import CliRunner
 
 from surrealdocs import ConfigurationError, Settings
-from surrealdocs.cli import app
-from surrealdocs.evaluate import (
+from surrealdocs.core.evaluate import (
     document_text,
     evaluate,
     load_beir,
     mean_scores,
     score_run,
 )
+from surrealdocs.faces.cli import app
 
 pytest.importorskip("pytrec_eval")
 
@@ -188,7 +188,7 @@ def test_eval_command(tmp_path: Path) -> None:
 
 
 def test_each_of_several_datasets_gets_its_own_store() -> None:
-    from surrealdocs.evaluate import settings_for_dataset
+    from surrealdocs.core.evaluate import settings_for_dataset
 
     assert settings_for_dataset(Settings(db="mem://"), "med").db == "mem://"
     own = settings_for_dataset(Settings(db="/tmp/stores"), "med")

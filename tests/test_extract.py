@@ -7,7 +7,7 @@ import pytest
 
 from conftest import SAMPLES, shared_docs
 from surrealdocs import Settings
-from surrealdocs.extract import (
+from surrealdocs.parts.extract import (
     LANGUAGE_SAMPLE_CHARS,
     Extracted,
     ExtractFailure,

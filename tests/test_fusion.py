@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from surrealdocs import ConfigurationError, KnowledgeBase, Settings
-from surrealdocs.fusion import fuse
-from surrealdocs.results import Hit
+from surrealdocs.parts.fusion import fuse
+from surrealdocs.parts.results import Hit
 
 
 def hit(chunk: str, doc: str, *, text: int | None = None, vector: int | None = None,
@@ -161,7 +161,7 @@ def test_search_command_fusion_options(tmp_path: Path) -> None:
 
     from typer.testing import CliRunner
 
-    from surrealdocs.cli import app
+    from surrealdocs.faces.cli import app
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -198,7 +198,7 @@ def chunk_leg() -> list[Hit]:
 ])
 async def test_a_document_scores_its_best_chunk_plus_a_bonus_for_more(
         bonus: float, order: list[str], a_score: float) -> None:
-    from surrealdocs.search import _distinct_documents
+    from surrealdocs.core.search import _distinct_documents
 
     async def fetch(n: int) -> list[Hit]:
         return chunk_leg()[:n]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from conftest import SAMPLES
 from surrealdocs import KnowledgeBase, Settings
-from surrealdocs.extract import Extracted, extract_bytes, extract_file
-from surrealdocs.htmltext import html_to_text, lost_share
+from surrealdocs.parts.extract import Extracted, extract_bytes, extract_file
+from surrealdocs.parts.htmltext import html_to_text, lost_share
 
 SETTINGS = Settings(db="mem://", chunk_size=300, chunk_overlap=30)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from server_helpers import serve
 from surrealdocs import KnowledgeBase
-from surrealdocs.results import id_text
+from surrealdocs.parts.results import id_text
 
 
 def text_whose_id_needs_escaping() -> str:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-import surrealdocs.extract as extract_module
-import surrealdocs.ingest as ingest_module
+import surrealdocs.core.ingest as ingest_module
+import surrealdocs.parts.extract as extract_module
 from conftest import SAMPLES
 from surrealdocs import ConfigurationError, KnowledgeBase, Settings, StoreError
 from surrealdocs.embed.hashing import HashingEmbedder

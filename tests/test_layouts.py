@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from surrealdb import AsyncSurreal, RecordID
 
-import surrealdocs.kb as kb_module
+import surrealdocs.core.kb as kb_module
 from conftest import SAMPLES
 from surrealdocs import (
     ConfigurationError,
@@ -21,7 +21,7 @@ from surrealdocs import (
     Settings,
 )
 from surrealdocs.embed import get_embedder
-from surrealdocs.extract import copy_extraction_config, extraction_config
+from surrealdocs.parts.extract import copy_extraction_config, extraction_config
 from surrealdocs.store import Names, Store, connect
 from surrealdocs.store.schema import SCHEMA_VERSION, ensure_schema
 
@@ -115,7 +115,7 @@ async def test_layout_is_recorded_and_enforced(tmp_path: Path) -> None:
 
 
 async def test_reembed_adds_vectors_to_a_store_without_them(tmp_path: Path) -> None:
-    from surrealdocs.reembed import reembed
+    from surrealdocs.core.reembed import reembed
 
     db = str(tmp_path / "kb")
     async with await KnowledgeBase.open(db, embed=False) as kb:

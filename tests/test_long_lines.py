@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from surrealdocs import Settings
-from surrealdocs.chunk import LONG_LINE, Chunk, chunk_text, pieces
-from surrealdocs.extract import Extracted, extract_file
+from surrealdocs.parts.chunk import LONG_LINE, Chunk, chunk_text, pieces
+from surrealdocs.parts.extract import Extracted, extract_file
 
 WORDS = ("Brücke", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "naïve")
 

@@ -29,8 +29,8 @@ from typer.testing import CliRunner
 
 from conftest import PATIENCE, SAMPLES
 from surrealdocs import ConfigurationError, KnowledgeBase, Settings
-from surrealdocs.cli import app
-from surrealdocs.mcp_server import build_mcp_server, mcp_http_app
+from surrealdocs.faces.cli import app
+from surrealdocs.faces.mcp import build_mcp_server, mcp_http_app
 
 READ_TOOLS = {"search", "read", "list_notebooks", "list_sources", "stats"}
 LONG_SOURCE = "note://long"

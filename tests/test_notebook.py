@@ -13,16 +13,15 @@ import pytest_asyncio
 
 from conftest import PATIENCE, SAMPLES
 from surrealdocs import KnowledgeBase, Settings
-from surrealdocs.embed import get_embedder
-from surrealdocs.notebook import (
+from surrealdocs.core.notebook_service import (
     Note,
-    Notebooks,
     NotebookService,
     NotFoundError,
     Source,
     SourceMatch,
 )
-from surrealdocs.results import id_text
+from surrealdocs.embed import get_embedder
+from surrealdocs.parts.results import id_text
 
 
 @pytest_asyncio.fixture
@@ -36,10 +35,10 @@ async def nbs() -> AsyncIterator[NotebookService]:
 
 
 async def counts(nbs: NotebookService) -> dict[str, int]:
-    n = nbs.kb.store.names
+    n = nbs.store.names
     out = {}
     for table in (n.documents, n.chunks, n.notebook, n.reference, n.note, n.artifact, n.job):
-        (rows,) = await nbs.kb.store.query(f"SELECT count() AS c FROM {table} GROUP ALL;")
+        (rows,) = await nbs.store.query(f"SELECT count() AS c FROM {table} GROUP ALL;")
         out[table] = int(rows[0]["c"]) if rows else 0
     return out
 
@@ -64,7 +63,7 @@ async def test_spec_examples(nbs: NotebookService) -> None:
         await job.wait(timeout=PATIENCE)
 
     async def semantic_search(notebook_id: object, query: str) -> list[object]:
-        query_vec = nbs.kb.embedder.embed_query(query)
+        query_vec = nbs._embedding.embedder.embed_query(query)
         return await nbs.vector_search(notebook_id=notebook_id, query_vector=query_vec,
                                        min_score=0.2, limit=5)
 
@@ -163,12 +162,12 @@ async def test_revectorize_replaces_chunks(nbs: NotebookService) -> None:
     nb = await nbs.create_notebook("A")
     source = await vectorized(nbs, nb, "Tides follow the moon. " * 40, "tides")
     first = await source.get_embeddings()
-    nbs.kb.settings = nbs.kb.settings.replace(chunk_size=100, chunk_overlap=10)
+    nbs.settings = nbs.settings.replace(chunk_size=100, chunk_overlap=10)
     job = await source.vectorize()
     assert (await job.wait(timeout=PATIENCE)).status == "done"
     second = await source.get_embeddings()
     assert len(second) > len(first)
-    total = (await counts(nbs))[nbs.kb.store.names.chunks]
+    total = (await counts(nbs))[nbs.store.names.chunks]
     assert total == len(second)  # the old generation is gone
 
 
@@ -178,8 +177,8 @@ async def test_revectorized_pdf_keeps_its_page_numbers(nbs: NotebookService) -> 
     (source,) = await nb.get_sources()
 
     async def pages() -> list[tuple[int, int, int]]:
-        chunks = nbs.kb.store.names.chunks
-        (rows,) = await nbs.kb.store.query(
+        chunks = nbs.store.names.chunks
+        (rows,) = await nbs.store.query(
             f"SELECT char_start, first_page, last_page, page_number FROM {chunks}"
             " WHERE document = $d ORDER BY char_start;", {"d": source.id})
         assert all(r.get("page_number") == r.get("first_page") for r in rows)
@@ -202,8 +201,8 @@ async def test_revectorized_markdown_keeps_its_heading_contexts(
     (source,) = await nb.get_sources()
 
     async def contexts() -> list[tuple[int, str | None]]:
-        (rows,) = await nbs.kb.store.query(
-            f"SELECT char_start, context FROM {nbs.kb.store.names.chunks}"
+        (rows,) = await nbs.store.query(
+            f"SELECT char_start, context FROM {nbs.store.names.chunks}"
             " WHERE document = $d ORDER BY char_start;", {"d": source.id})
         return [(r["char_start"], r.get("context")) for r in rows]
 
@@ -223,13 +222,13 @@ async def test_delete_cascades_leave_no_orphans(nbs: NotebookService) -> None:
     await a.add_note(Note(title="n", content="note in A"))
     await a.delete(delete_exclusive_sources=True)
     c = await counts(nbs)
-    n = nbs.kb.store.names
+    n = nbs.store.names
     assert c[n.notebook] == 1 and c[n.note] == 0 and c[n.artifact] == 0
     assert c[n.documents] == 1 and c[n.reference] == 1
     assert c[n.chunks] == shared.chunk_count
     with pytest.raises(NotFoundError):
         await nbs.get_source(only_a.id)
-    (stale,) = await nbs.kb.store.query(
+    (stale,) = await nbs.store.query(
         f"SELECT VALUE id FROM {n.chunks} WHERE notebooks CONTAINS $a;", {"a": a.id})
     assert stale == []
     await shared.delete()
@@ -245,7 +244,7 @@ async def test_failed_job_records_its_error(nbs: NotebookService,
     def broken(texts: object) -> object:
         raise RuntimeError("the model ran out of memory")
 
-    monkeypatch.setattr(nbs.kb.embedder, "embed_documents", broken)
+    monkeypatch.setattr(nbs._embedding.embedder, "embed_documents", broken)
     job = await (await source.vectorize()).wait(timeout=PATIENCE)
     assert job.status == "failed"
     assert job.error == "RuntimeError: the model ran out of memory"
@@ -271,7 +270,6 @@ def test_interrupted_job_resumes_after_reopen(tmp_path: Path) -> None:
         import asyncio, os
         from surrealdocs import KnowledgeBase, Settings
         from surrealdocs.embed.hashing import HashingEmbedder
-        from surrealdocs.notebook import Notebooks
 
         class Dying(HashingEmbedder):
             calls = 0
@@ -282,9 +280,10 @@ def test_interrupted_job_resumes_after_reopen(tmp_path: Path) -> None:
                 return super().embed_documents(texts)
 
         async def main():
-            nbs = await Notebooks.open(settings=Settings(db={db!r}, model="hashing-64",
-                                       chunk_size=100, chunk_overlap=0, embed_batch_size=8),
-                                       embedder=Dying(64))
+            kb = await KnowledgeBase.open(settings=Settings(db={db!r}, model="hashing-64",
+                                          chunk_size=100, chunk_overlap=0, embed_batch_size=8),
+                                          embedder=Dying(64), run_jobs=True)
+            nbs = kb.notebooks
             nb = await nbs.create_notebook("A")
             source = await nbs.add_text(nb, text="Sentence about resuming work. " * 200,
                                         title="long")
@@ -297,9 +296,10 @@ def test_interrupted_job_resumes_after_reopen(tmp_path: Path) -> None:
     assert proc.returncode == 9, proc.stderr.decode()[-2000:]
 
     async def resume() -> None:
-        nbs = await Notebooks.open(settings=Settings(db=db, model="hashing-64", chunk_size=100,
-                                                     chunk_overlap=0),
-                                   embedder=get_embedder("hashing-64"))
+        kb = await KnowledgeBase.open(settings=Settings(db=db, model="hashing-64", chunk_size=100,
+                                                        chunk_overlap=0),
+                                      embedder=get_embedder("hashing-64"), run_jobs=True)
+        nbs = kb.notebooks
         try:
             (job,) = await nbs.jobs()
             job = await job.wait(timeout=PATIENCE)
@@ -308,10 +308,10 @@ def test_interrupted_job_resumes_after_reopen(tmp_path: Path) -> None:
             embeddings = await source.get_embeddings()
             assert len(embeddings) == source.chunk_count > 30
             c = await counts(nbs)
-            assert c[nbs.kb.store.names.chunks] == len(embeddings)  # nothing left from the crash
+            assert c[nbs.store.names.chunks] == len(embeddings)  # nothing left from the crash
             assert await nbs.text_search("resuming", limit=100)
         finally:
-            await nbs.close()
+            await kb.close()
 
     asyncio.run(resume())
 
@@ -323,14 +323,14 @@ async def test_scoped_vector_search_walks_the_notebooks_own_index(nbs: NotebookS
     other = await nbs.create_notebook("B")
     await vectorized(nbs, nb, "Solar panels turn light into power. " * 20, "solar")
     await vectorized(nbs, other, "Wind turbines turn air into power. " * 20, "wind")
-    table = nbs.kb.store.names.notebook_vectors(nb.id)
-    vec = [float(x) for x in nbs.kb.embedder.embed_query("solar power")]
-    (plan,) = await nbs.kb.store.query(
+    table = nbs.store.names.notebook_vectors(nb.id)
+    vec = [float(x) for x in nbs._embedding.embedder.embed_query("solar power")]
+    (plan,) = await nbs.store.query(
         f"SELECT chunk FROM {table} WHERE embedding <|5,100|> $v EXPLAIN;", {"v": vec})
     text = json.dumps(plan)
     assert '"KnnScan"' in text and f"{table}_hnsw" in text
     before = await nbs.vector_search(query_vector=vec, notebook_id=nb.id, min_score=0.0)
-    assert await nbs.kb.storage.chunks.rebuild_notebook_if_due(nb.id, force=True)
+    assert await nbs.storage.chunks.rebuild_notebook_if_due(nb.id, force=True)
     after = await nbs.vector_search(query_vector=vec, notebook_id=nb.id, min_score=0.0)
     assert [h.chunk_id for h in after] == [h.chunk_id for h in before]
     assert {h.title for h in after} == {"solar"}
@@ -342,7 +342,7 @@ async def test_changed_file_stays_in_its_notebooks(nbs: NotebookService, tmp_pat
     nb = await nbs.create_notebook("Birds")
     await nbs.add_paths(nb, [f], topics=["birds"])
     f.write_text("# Owls\n\nOwls hunt mice at night, silently.")
-    report = await nbs.kb.ingest([f])  # the plain ingest path, not `add`
+    report = await nbs.ingestor.ingest_paths([f])  # the plain ingest path, not `add`
     assert report.counts["updated"] == 1
     (source,) = await nb.get_sources()
     assert "silently" in source.full_text and source.topics == ["birds"]
@@ -350,4 +350,4 @@ async def test_changed_file_stays_in_its_notebooks(nbs: NotebookService, tmp_pat
         hits = await search("owls mice", notebook_id=nb.id)  # type: ignore[operator]
         assert hits and all(h.document_id == id_text(source.id) for h in hits)
     c = await counts(nbs)
-    assert c[nbs.kb.store.names.documents] == 1 and c[nbs.kb.store.names.reference] == 1
+    assert c[nbs.store.names.documents] == 1 and c[nbs.store.names.reference] == 1

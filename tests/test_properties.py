@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from surrealdb import AsyncSurreal
 
 from surrealdocs import ConfigurationError, InvalidIdentifierError, KnowledgeBase, Settings
-from surrealdocs.filters import glob_to_regex
+from surrealdocs.parts.filters import glob_to_regex
 from surrealdocs.store.names import validate_identifier
 
 FAST = settings(max_examples=150, deadline=None,
@@ -161,7 +161,7 @@ def test_any_bytes_give_a_result_with_a_reason(kb: KnowledgeBase,
 
 def test_names_checked_by_patterns_refuse_a_trailing_newline(tmp_path) -> None:
     """Every name checked by a pattern refuses "name\n" (a pattern's `$` accepts it)."""
-    from surrealdocs.server import ServeConfig
+    from surrealdocs.faces.http import ServeConfig
 
     with pytest.raises(InvalidIdentifierError):
         validate_identifier("chunks\n")

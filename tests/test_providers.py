@@ -617,7 +617,7 @@ async def test_local_models_never_reach_the_provider(fake: FakeProvider) -> None
 def test_cli_with_ollama_from_the_environment(fake: FakeProvider, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from surrealdocs.cli import app
+    from surrealdocs.faces.cli import app
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -656,7 +656,7 @@ async def test_a_provider_failing_mid_ingest_stops_it(fake: FakeProvider,
 
 
 async def test_reembed_onto_a_provider_records_it(fake: FakeProvider, tmp_path: Path) -> None:
-    from surrealdocs.reembed import reembed
+    from surrealdocs.core.reembed import reembed
 
     db = str(tmp_path / "db")
     async with await KnowledgeBase.open(db, model="hashing-48") as kb:

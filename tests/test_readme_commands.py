@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import SAMPLES
-from surrealdocs.cli import app
+from surrealdocs.faces.cli import app
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 INTEGRATIONS = README.parent / "docs" / "integrations.md"

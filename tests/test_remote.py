@@ -25,11 +25,10 @@ from typer.testing import CliRunner
 
 from conftest import PATIENCE, SAMPLES
 from surrealdocs import KnowledgeBase, Settings, StoreError, SyncKnowledgeBase
-from surrealdocs.cli import app
-from surrealdocs.compat.kreuzberg import DocumentPipeline
 from surrealdocs.embed import get_embedder
-from surrealdocs.notebook import Notebooks
-from surrealdocs.results import id_text
+from surrealdocs.faces.cli import app
+from surrealdocs.faces.kreuzberg import DocumentPipeline
+from surrealdocs.parts.results import id_text
 from surrealdocs.store.connection import Store
 
 if TYPE_CHECKING:  # imported by pytest as a plugin (below), so that its asserts are rewritten
@@ -428,7 +427,8 @@ def test_cli_against_the_server(remote_engine: RemoteEngine, transport: str,
 
 async def test_notebooks_over_the_server(remote_engine: RemoteEngine, transport: str) -> None:
     settings = remote_engine.settings(transport, chunk_size=200, chunk_overlap=20)
-    async with await Notebooks.open(settings=settings) as nbs:
+    async with await KnowledgeBase.open(settings=settings, run_jobs=True) as kb:
+        nbs = kb.notebooks
         research = await nbs.create_notebook("Research", description="retrieval papers")
         other = await nbs.create_notebook("Other")
         source = await nbs.add_text(research, title="Dense retrieval", topics=["rag"],
@@ -454,13 +454,13 @@ async def test_notebooks_over_the_server(remote_engine: RemoteEngine, transport:
         assert await nbs.hybrid_search("dense retrieval", notebook_id=research.id,
                                        created_before=yesterday) == []
 
-        assert await nbs.kb.storage.chunks.rebuild_notebook_if_due(research.id, force=True)
+        assert await kb.storage.chunks.rebuild_notebook_if_due(research.id, force=True)
         assert await nbs.vector_search("dense retrieval", notebook_id=research.id)
         assert [j.status for j in await nbs.jobs()] == ["done", "done"]
 
     # Another client (another process, in real life) sees the notebooks.
-    async with await Notebooks.open(settings=settings, run_jobs=False) as again:
-        assert {nb.name for nb in await again.list_notebooks()} == {"Research", "Other"}
+    async with await KnowledgeBase.open(settings=settings) as again:
+        assert {nb.name for nb in await again.notebooks.list_notebooks()} == {"Research", "Other"}
 
 
 # --------------------------------------------------------------------------- compat facade

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import SAMPLES
 from surrealdocs import ConfigurationError, DimensionMismatchError, KnowledgeBase, Settings
-from surrealdocs.search import Filters, glob_to_regex, query_terms
+from surrealdocs.core.search import Filters, glob_to_regex, query_terms
 from surrealdocs.store.conditions import filter_conditions
 
 PASSAGES = {
@@ -163,7 +163,7 @@ def test_glob_to_regex(pattern: str, path: str, match: bool) -> None:
 
 
 async def test_chunks_being_written_or_replaced_are_never_shown(kb: KnowledgeBase) -> None:
-    from surrealdocs.chunk import Chunk
+    from surrealdocs.parts.chunk import Chunk
 
     await kb.ingest_texts({f"n://{i}": f"Otters number {i} float on rivers." for i in range(6)})
     storage = kb.storage

@@ -17,9 +17,9 @@ from surrealdb import RecordID
 from conftest import PATIENCE, SAMPLES
 from server_helpers import BASE_URL, Server, TestClient, assert_error, serve, settings_for
 from surrealdocs import KnowledgeBase
-from surrealdocs.results import id_text
-from surrealdocs.server import ServeConfig, create_app
-from surrealdocs.server.state import ServerState
+from surrealdocs.faces.http import ServeConfig, create_app
+from surrealdocs.faces.http.state import ServerState
+from surrealdocs.parts.results import id_text
 from surrealdocs.store.connection import Statement
 from surrealdocs.store.schema import SCHEMA_VERSION
 
@@ -484,7 +484,7 @@ def test_upload_limits_and_bad_uploads(tmp_path: Path) -> None:
 
 
 def test_upload_names() -> None:
-    from surrealdocs.server.uploads import disk_name, source_name
+    from surrealdocs.faces.http.uploads import disk_name, source_name
 
     assert source_name("report.pdf") == "upload://report.pdf"
     assert source_name("../a/./b\\c\x00\x1f.md") == "upload://a/b/c.md"
@@ -646,7 +646,7 @@ async def test_queued_upload_survives_a_restart(tmp_path: Path) -> None:
 
 
 def test_a_done_job_says_which_files_gave_nothing() -> None:
-    from surrealdocs.jobs import Job
+    from surrealdocs.core.job_runner import Job
 
     counts = {"ingested": 3, "updated": 0, "unchanged": 0, "duplicate": 0, "empty": 1,
               "failed": 2, "skipped": 0}

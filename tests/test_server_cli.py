@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from server_helpers import served, wait_ready_process
 from surrealdocs import KnowledgeBase
-from surrealdocs.cli import app
+from surrealdocs.faces.cli import app
 
 pytest.importorskip("fastapi")
 runner = CliRunner()

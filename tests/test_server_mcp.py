@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from conftest import PATIENCE
 from surrealdocs import KnowledgeBase, Settings
-from surrealdocs.server import ServeConfig, create_app
+from surrealdocs.faces.http import ServeConfig, create_app
 
 
 @asynccontextmanager

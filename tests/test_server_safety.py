@@ -17,9 +17,9 @@ import pytest
 
 from server_helpers import BASE_URL, assert_error, serve, settings_for
 from surrealdocs.errors import ConfigurationError
-from surrealdocs.server import ServeConfig
-from surrealdocs.server.config import is_loopback
-from surrealdocs.server.disconnect import CancelOnDisconnect
+from surrealdocs.faces.http import ServeConfig
+from surrealdocs.faces.http.disconnect import CancelOnDisconnect
+from surrealdocs.faces.http.server_config import is_loopback
 
 HERONS = b"# Herons\n\nHerons wade in shallow water and spear fish with their bills.\n"
 

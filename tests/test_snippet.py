@@ -7,8 +7,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from surrealdocs.cli import app
-from surrealdocs.snippet import snippet, stems
+from surrealdocs.faces.cli import app
+from surrealdocs.parts.snippet import snippet, stems
 
 
 def test_the_window_holds_the_matches() -> None:

@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-import surrealdocs.ingest as ingest_module
-import surrealdocs.sync as sync_module
+import surrealdocs.core.ingest as ingest_module
+import surrealdocs.core.sync as sync_module
 from conftest import PATIENCE
 from surrealdocs import ConfigurationError, KnowledgeBase, Settings
 from surrealdocs.embed.hashing import HashingEmbedder
-from surrealdocs.results import id_text
+from surrealdocs.parts.results import id_text
 from surrealdocs.store.schema import SCHEMA_VERSION
 
 pytest_plugins = ["remote_engine"]
@@ -580,7 +580,7 @@ async def _shape(kb: KnowledgeBase) -> Any:
 def cli(*args: str) -> tuple[int, str]:
     from typer.testing import CliRunner
 
-    from surrealdocs.cli import app
+    from surrealdocs.faces.cli import app
 
     # wide enough that a temporary path is not wrapped inside a table cell
     result = CliRunner().invoke(app, list(args), env={"COLUMNS": "250"})

@@ -295,7 +295,7 @@ def test_sigkill_during_merges_rebuilds_and_writes(tmp_path):
 
 
 def test_the_analyzer_follows_the_engines():
-    from surrealdocs.analyzer import Analyzer
+    from surrealdocs.parts.analyzer import Analyzer
 
     english = Analyzer("english")
     assert english.terms("Running runners ran: R2D2, café!") == \

@@ -1,6 +1,16 @@
 """surrealdocs: documents in, a searchable knowledge base inside SurrealDB out."""
 
 from .config import Settings
+from .core.job_runner import Job, JobService
+from .core.kb import KnowledgeBase, SyncKnowledgeBase
+from .core.notebook_service import (
+    Note,
+    Notebook,
+    NotebookService,
+    Source,
+    SourceEmbedding,
+    SourceMatch,
+)
 from .embed import Embedder, get_embedder
 from .errors import (
     ConfigurationError,
@@ -16,11 +26,8 @@ from .errors import (
     StoreError,
     SurrealDocsError,
 )
-from .filters import Filters
-from .jobs import Job, JobService
-from .kb import KnowledgeBase, SyncKnowledgeBase
-from .notebook import Note, Notebook, NotebookService, Source, SourceEmbedding, SourceMatch
-from .results import (
+from .parts.filters import Filters
+from .parts.results import (
     ChunkSpan,
     Document,
     FileResult,
@@ -32,8 +39,7 @@ from .results import (
     SyncReport,
 )
 from .store.connection import Store, connect
-
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 __all__ = [
     "ChunkSpan",

@@ -1,8 +1,9 @@
 """The exceptions surrealdocs raises. All derive from :class:`SurrealDocsError`.
 
 Faces map them to their own conventions: the CLI prints the message and exits with code 2,
-the HTTP server answers with a status and a stable error code (``server/errors.py``), the
-compatibility facades re-raise them as their original library's types.
+the HTTP server answers with a status and a stable error code
+(``faces/http/error_responses.py``), the compatibility facades re-raise them as their
+original library's types.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """kreuzberg-surrealdb's API on surrealdocs: change ``from kreuzberg_surrealdb import ...`` to
-``from surrealdocs.kreuzberg_surrealdb import ...``. See :mod:`surrealdocs.compat.kreuzberg`."""
+``from surrealdocs.kreuzberg_surrealdb import ...``. See :mod:`surrealdocs.faces.kreuzberg`."""
 
-from .compat.kreuzberg import (
+from .faces.kreuzberg import (
     AsyncSurrealQueryable,
     DimensionMismatchError,
     DocumentConnector,

@@ -22,12 +22,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-import numpy.typing as npt
 
 from ..config import Settings
 from ..errors import ConfigurationError, DimensionMismatchError
-
-Vectors = npt.NDArray[np.float32]
+from .vectors import Vectors
 
 
 @runtime_checkable

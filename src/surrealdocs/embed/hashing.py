@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import ConfigurationError
-from . import Vectors
+from .vectors import Vectors
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 

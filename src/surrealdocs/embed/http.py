@@ -29,7 +29,7 @@ import numpy as np
 
 from ..config import Settings
 from ..errors import ConfigurationError, EmbeddingProviderError
-from . import Vectors
+from .vectors import Vectors
 
 log = logging.getLogger(__name__)
 

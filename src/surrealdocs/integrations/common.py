@@ -27,9 +27,9 @@ from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
 from ..config import Settings
+from ..core.kb import KnowledgeBase, SyncKnowledgeBase
 from ..errors import ConfigurationError
-from ..kb import KnowledgeBase, SyncKnowledgeBase
-from ..results import Hit
+from ..parts.results import Hit
 
 T = TypeVar("T")
 Work = Callable[[KnowledgeBase], Coroutine[Any, Any, T]]

@@ -30,8 +30,8 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import AliasChoices, Field, PrivateAttr
 
 from ..config import Settings
-from ..kb import KnowledgeBase, SyncKnowledgeBase
-from ..results import Hit
+from ..core.kb import KnowledgeBase, SyncKnowledgeBase
+from ..parts.results import Hit
 from .common import (
     SEARCH_OPTIONS,
     KnowledgeBaseRunner,

@@ -34,8 +34,8 @@ from llama_index.core.schema import (
 )
 
 from ..config import Settings
-from ..kb import KnowledgeBase, SyncKnowledgeBase
-from ..results import Hit
+from ..core.kb import KnowledgeBase, SyncKnowledgeBase
+from ..parts.results import Hit
 from .common import KnowledgeBaseRunner, SearchOptions, hit_metadata, limit_alias
 
 __all__ = ["SurrealDocsRetriever"]

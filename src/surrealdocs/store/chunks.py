@@ -42,11 +42,11 @@ from typing import Any
 
 from surrealdb import RecordID
 
-from ..chunk import Chunk
 from ..config import Settings
 from ..errors import StoreError
-from ..filters import Filters
-from ..results import id_text
+from ..parts.chunk import Chunk
+from ..parts.filters import Filters
+from ..parts.results import id_text
 from .conditions import filter_conditions
 from .connection import STALE_MARK, Statement, Store
 from .schema import hnsw_index_sql, vector_table_sql

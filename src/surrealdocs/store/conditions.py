@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..filters import Filters, aware, glob_to_regex
+from ..parts.filters import Filters, aware, glob_to_regex
 
 
 def filter_conditions(filters: Filters, *, through: str = "", document: str = "document.",

@@ -7,7 +7,7 @@ outcome of its last ingest, so an unchanged source is skipped before extraction 
 it without reading it) and a failure is not retried blindly; a sync re-points a renamed
 source's row (:meth:`DocumentStorage.rename_source`).
 
-A new document is written in steps (see :mod:`surrealdocs.ingest`): created with
+A new document is written in steps (see :mod:`surrealdocs.core.ingest`): created with
 ``complete = false``, filled with chunks, then completed in one small transaction that also
 points its source at it. Searches never show incomplete documents, and :meth:`recover`
 deletes the ones a crash left behind.
@@ -22,7 +22,7 @@ from typing import Any
 from surrealdb import RecordID
 
 from ..errors import StoreError
-from ..filters import Filters
+from ..parts.filters import Filters
 from .conditions import filter_conditions
 from .connection import STALE_MARK, Statement, Store
 

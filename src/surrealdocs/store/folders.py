@@ -1,6 +1,6 @@
 """Where a store keeps its files on disk: its engine folder, the uploads waiting for their
 ingest job, and the marker a server leaves beside it. Ingest and sync keep out of them;
-the uploads' jobs (:mod:`surrealdocs.ingest_jobs`) and the server put files there."""
+the uploads' jobs (:mod:`surrealdocs.core.ingest_jobs`) and the server put files there."""
 
 from __future__ import annotations
 

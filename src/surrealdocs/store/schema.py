@@ -14,7 +14,6 @@ from typing import Any
 
 from surrealdb import RecordID
 
-from ..chunk import CONTEXT_SEPARATOR
 from ..config import Settings
 from ..errors import (
     EmbeddingModelMismatchError,
@@ -22,8 +21,9 @@ from ..errors import (
     SchemaVersionError,
     StoreError,
 )
+from ..parts.chunk import CONTEXT_SEPARATOR
+from .api_keys import key_table
 from .connection import Statement, Store
-from .keys import key_table
 from .names import META, Names
 from .textindex import TextIndex
 
@@ -262,7 +262,7 @@ def _v6_params(names: Names, settings: Settings) -> dict[str, Any]:
 
 
 def _v7(names: Names, settings: Settings, dimension: int) -> str:
-    # The server's API keys (store/keys.py): the SHA-256 of each token, never the token.
+    # The server's API keys (store/api_keys.py): the SHA-256 of each token, never the token.
     # The server needs jobs, so stores with chunks only (documents-only stores, like the
     # kreuzberg facade's, keep their tables as they are).
     if not settings.chunked:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import Settings
+from .api_keys import KeyStorage
 from .chunks import ChunkStorage
 from .connection import Store
 from .documents import DocumentStorage
 from .jobs import JobStorage
-from .keys import KeyStorage
 from .notebooks import NotebookStorage
 
 

@@ -52,9 +52,9 @@ from typing import Any, TypeVar
 import numpy as np
 from surrealdb import RecordID
 
-from ..analyzer import Analyzer, analyzer_for
 from ..config import Settings
 from ..errors import StoreError
+from ..parts.analyzer import Analyzer, analyzer_for
 from .connection import Statement, Store, release_freed_memory
 from .segmentvectors import (
     PART_ROWS,

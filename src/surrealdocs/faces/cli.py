@@ -1,0 +1,1270 @@
+"""Command line: a thin face over :class:`surrealdocs.KnowledgeBase`.
+
+Each command parses its options, makes one library call and prints the result (a table, or
+``to_dict()`` as JSON with ``--json``). A surrealdocs error (bad option, bad file, bad query,
+unreachable store) ends in its message and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import functools
+import inspect
+import json
+import logging
+import os
+import re
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape as escape_markup
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..config import Settings
+from ..core.kb import KnowledgeBase
+from ..core.search import MODES, search_notice
+from ..errors import NotFoundError, SurrealDocsError
+from ..parts.chunk import HEADING_SEPARATOR
+from ..parts.results import FileResult, Hit, IngestReport, SyncReport, id_text
+from ..parts.snippet import Snippet, snippet
+from ..store.connection import resolve_url, serving_marker
+
+EVAL_MODES = ("text", "vector", "hybrid")  # the order of surrealdocs.core.evaluate.EVAL_MODES
+
+app = typer.Typer(
+    help="Turn documents into a searchable knowledge base inside SurrealDB.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+# No emoji codes (":smile:" in a file name stays as it is) and no guessing of colours for
+# numbers or paths: user text is printed exactly, and markup in it is escaped.
+console = Console(emoji=False, highlight=False)
+err_console = Console(stderr=True, emoji=False, highlight=False)
+T = TypeVar("T")
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for machines")]
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """The options every command that opens a store takes."""
+
+    db: str | None = None
+    model: str | None = None
+    namespace: str | None = None
+    database: str | None = None
+    user: str | None = None
+    password: str | None = None
+
+    def settings(self, **more: Any) -> Settings:
+        return Settings.from_env(db=self.db, model=self.model, namespace=self.namespace,
+                                 database=self.database, user=self.user,
+                                 password=self.password, **more)
+
+
+_STORE_OPTIONS = [
+    inspect.Parameter(
+        "db", inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option(
+            "--db", help="Store: a path, surrealkv://PATH, mem://, ws(s)://HOST:PORT or"
+                         " http(s)://… [default: $SURREALDOCS_DB or ./.surrealdocs/db]")]),
+    inspect.Parameter(
+        "model", inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option(
+            "--model", help="Embedding model [default: $SURREALDOCS_MODEL or"
+                            " all-minilm-l6-v2]")]),
+    inspect.Parameter(
+        "namespace", inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option("--namespace", help="SurrealDB namespace")]),
+    inspect.Parameter(
+        "database", inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option("--database", help="SurrealDB database")]),
+    inspect.Parameter(
+        "user", inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option(
+            "--user", help="User for a SurrealDB server")]),
+    inspect.Parameter(
+        "password", inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option(
+            "--password", help="Password for a SurrealDB server [default:"
+                               " $SURREALDOCS_PASSWORD]")]),
+]
+
+
+def store_options(command: Callable[..., T]) -> Callable[..., T]:
+    """Give a command the store options (declared once, here); it receives them as
+    ``store: StoreOptions``."""
+    signature = inspect.signature(command, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.name != "store"]
+    names = [p.name for p in _STORE_OPTIONS]
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        store = StoreOptions(**{name: kwargs.pop(name, None) for name in names})
+        return command(*args, store=store, **kwargs)
+
+    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*own, *_STORE_OPTIONS])
+    wrapper.__annotations__ = {p.name: p.annotation for p in [*own, *_STORE_OPTIONS]}
+    return wrapper
+
+
+def escape(text: str) -> str:
+    """``text`` for the terminal: rich markup escaped, and control and bidirectional
+    characters (which a file name may hold) shown as escapes instead of acting on the
+    terminal: ``\\x1b``, ``\\u202e``. Line breaks and tabs stay."""
+    return escape_markup(_CONTROLS.sub(_escape_char, text))
+
+
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                       "\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 file``, ``2 files``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _run(work: Callable[[], Awaitable[T]]) -> T:
+    """Run a command's coroutine; a surrealdocs error becomes its message and exit code 2."""
+    async def main() -> T:
+        return await work()
+
+    try:
+        return asyncio.run(main())
+    except SurrealDocsError as exc:
+        _fail(str(exc))
+
+
+def _fail(message: str) -> NoReturn:
+    err_console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+    raise typer.Exit(2)
+
+
+async def _open(settings: Settings, create: bool = False) -> KnowledgeBase:
+    """Open the knowledge base; on a terminal a spinner says so meanwhile.
+
+    Why: after large writes the embedded engine merges the store's files when it next
+    opens, which took 32 s for a store of 57,000 chunks (BENCHMARKS.md, "Where the growth
+    comes from"); without a word the command would seem to hang.
+    """
+    if not err_console.is_terminal:
+        return await KnowledgeBase.open(settings=settings, create=create)
+    bar: Progress | None = None
+    with err_console.status("opening the store") as status:
+        def converting(done: int, total: int) -> None:
+            nonlocal bar
+            if bar is None:  # a store made with the other text index: converted now
+                status.stop()
+                bar = Progress(TextColumn("[bold]building the text index"), BarColumn(),
+                               MofNCompleteColumn(), console=err_console)
+                bar.start()
+                bar.add_task("chunks", total=total)
+            bar.update(bar.task_ids[0], completed=done)
+
+        try:
+            return await KnowledgeBase.open(settings=settings, create=create,
+                                            on_convert=converting)
+        finally:
+            if bar is not None:
+                bar.stop()
+
+
+def _with_kb(store: StoreOptions, work: Callable[[KnowledgeBase], Awaitable[T]], *,
+             create: bool = False, **settings: Any) -> T:
+    """Open the knowledge base, do ``work`` with it, close it. Only commands that put
+    something in the store make it (``create``); the others say there is none."""
+    async def main() -> T:
+        async with await _open(store.settings(**settings), create) as kb:
+            return await work(kb)
+
+    return _run(main)
+
+
+def _print_json(value: Any) -> None:
+    console.print_json(json.dumps(value, default=str))
+
+
+# ----- ingest ----------------------------------------------------------------------------
+@app.command()
+@store_options
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(
+        help="Files and directories to ingest", readable=False)],
+    glob: Annotated[str, typer.Option(help="Pattern for files inside directories")] = "**/*",
+    force: Annotated[bool, typer.Option(help="Re-extract files even if unchanged")] = False,
+    retry_failed: Annotated[bool, typer.Option(
+        help="Retry unchanged files that failed last time")] = False,
+    chunk_size: Annotated[int | None, typer.Option(help="Characters per chunk")] = None,
+    chunk_overlap: Annotated[int | None, typer.Option(help="Characters of overlap")] = None,
+    chunk_context: Annotated[str | None, typer.Option(
+        help="headings: embed each chunk with the section headings it lies under;"
+             " none: the text alone")] = None,
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
+) -> None:
+    """Ingest files: extract, chunk, embed and store them; skip the ones already stored."""
+    with _ingest_progress(as_json) as on_discovered_and_result:
+        on_discovered, on_result = on_discovered_and_result
+        report = _with_kb(store, lambda kb: kb.ingest(
+            paths, glob=glob, force=force, retry_failed=retry_failed, on_result=on_result,
+            on_discovered=on_discovered), create=True, chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap, chunk_context=chunk_context)
+    _show_report(report, as_json)
+
+
+class _ingest_progress:
+    """A progress bar over the files of one ingest (not shown for JSON or when piped)."""
+
+    def __init__(self, quiet: bool, label: str = "ingest") -> None:
+        self.progress = Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("{task.description}"),
+                                 console=err_console,
+                                 disable=quiet or not err_console.is_terminal)
+        self.task = self.progress.add_task("", total=None)
+
+    def __enter__(self) -> tuple[Callable[[int], None], Callable[[FileResult], None]]:
+        self.progress.__enter__()
+
+        def on_discovered(n: int) -> None:
+            self.progress.update(self.task, total=n)
+
+        def on_result(result: FileResult) -> None:
+            self.progress.update(self.task, advance=1,
+                                 description=escape(Path(result.source).name[:40]))
+
+        return on_discovered, on_result
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+
+def _show_report(report: IngestReport, as_json: bool, notebook: str | None = None) -> None:
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        _print_report(report)
+        if notebook is not None and report.notebook:
+            already = report.in_notebook - report.linked
+            console.print(f"notebook {escape(notebook)}: {_count(report.linked, 'document')}"
+                          " added" + (f", {already} already in it" if already else ""))
+    raise typer.Exit(1 if report.counts["failed"] else 0)
+
+
+def _print_report(report: IngestReport) -> None:
+    counts = report.counts
+    files = len(report.results)
+    table = Table(title="Ingest summary", show_header=True)
+    table.add_column("result")
+    table.add_column("files", justify="right")
+    labels = {"ingested": "ingested", "updated": "updated (content changed)",
+              "unchanged": "skipped as unchanged", "duplicate": "duplicates (content stored)",
+              "empty": "no text", "failed": "failed",
+              "skipped": "skipped (links out of the folder, FIFOs)"}
+    for status, label in labels.items():
+        style = {"failed": "red", "empty": "yellow"}.get(status, "")
+        table.add_row(f"[{style}]{label}[/]" if style else label, str(counts[status]))
+    console.print(table)
+    rate = files / report.seconds if report.seconds else 0.0
+    console.print(
+        f"{_count(files, 'file')}, {_count(report.chunks_written, 'chunk')} written"
+        f" ({report.chunks_embedded} embedded) in {report.seconds:.1f} s"
+        f" ({rate:.1f} files/s)" + ("; vector index rebuilt" if report.index_rebuilt else ""))
+    _print_problems(report.failures)
+
+
+def _print_problems(problems: list[FileResult]) -> None:
+    if problems:
+        ptable = Table(title="Files without a document", show_header=True)
+        ptable.add_column("file", overflow="fold")
+        ptable.add_column("outcome")
+        ptable.add_column("reason", overflow="fold")
+        for r in sorted(problems, key=lambda r: (r.status, r.source)):
+            ptable.add_row(escape(r.source), r.status, escape(r.reason or ""))
+        console.print(ptable)
+
+
+# ----- sync ------------------------------------------------------------------------------
+_SYNC_LABELS = {
+    "ingested": "added", "updated": "updated (content changed)",
+    "renamed": "renamed or moved (nothing extracted)",
+    "deleted": "removed (no longer in the folders)",
+    "duplicate": "added, content stored already", "unchanged": "unchanged",
+    "empty": "no text", "failed": "failed", "skipped": "skipped (links out of the folder, FIFOs)",
+}
+_SHOWN_CHANGES = 200
+
+
+@app.command("sync")
+@store_options
+def sync_command(
+    paths: Annotated[list[Path], typer.Argument(help="Folders to mirror", readable=False)],
+    glob: Annotated[str, typer.Option(help="Pattern for files inside the folders")] = "**/*",
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the plan and change nothing")] = False,
+    notebook: Annotated[str | None, typer.Option(
+        "--notebook", help="Also put the folders' sources in this notebook (created on"
+                           " use)")] = None,
+    watch: Annotated[bool, typer.Option(
+        "--watch", help="After the first pass, follow the folders and apply changes as"
+                        " they settle (Ctrl-C stops)")] = False,
+    settle: Annotated[float, typer.Option(
+        help="With --watch: seconds without a new change before a batch is applied")] = 0.5,
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
+) -> None:
+    """Make the store mirror folders: add new files, replace changed ones (embedding only
+    their new chunks), re-point renamed ones, remove vanished ones. Sources outside the
+    folders are never touched."""
+    if watch and dry_run:
+        _fail("--watch and --dry-run do not go together: a dry run changes nothing to follow")
+
+    async def resolve(kb: KnowledgeBase) -> Any:
+        if notebook is None:
+            return None
+        if not dry_run:
+            return await kb.notebooks.for_writing(notebook)
+        try:
+            return await kb.notebooks.get_notebook(notebook)
+        except NotFoundError:
+            console.print(f"notebook {escape(notebook)} does not exist yet: the sync"
+                          " will create it")
+            return None
+
+    if not watch:
+        with _ingest_progress(as_json, "sync") as (on_discovered, on_result):
+            async def once(kb: KnowledgeBase) -> SyncReport:
+                return await kb.sync(paths, glob=glob, dry_run=dry_run,
+                                     notebook=await resolve(kb), on_result=on_result,
+                                     on_discovered=on_discovered)
+
+            report = _with_kb(store, once, create=True)
+        if as_json:
+            _print_json(report.to_dict())
+        else:
+            _print_sync(report)
+        raise typer.Exit(1 if report.counts["failed"] else 0)
+
+    status = err_console.status("sync: first pass") if err_console.is_terminal and \
+        not as_json else None
+    folders = len(paths)
+
+    def on_pass(report: SyncReport) -> None:
+        if as_json:
+            console.print(json.dumps(report.to_dict(), default=str), soft_wrap=True,
+                          markup=False, highlight=False)
+        else:
+            stamp = dt.datetime.now().strftime("%H:%M:%S")
+            for r in report.results:
+                if r.status == "unchanged":
+                    continue
+                if r.status in ("failed", "skipped"):  # a path that stays unusable: once
+                    if (r.source, r.reason) in problems:
+                        continue
+                    problems.add((r.source, r.reason))
+                if not passes[1:]:
+                    continue  # the first pass is summed up
+                where = f"{escape(r.previous)} -> " if r.previous else ""
+                why = f": {escape(r.reason)}" if r.reason and r.status in (
+                    "failed", "empty", "skipped") else ""
+                console.print(f"{stamp} {r.status} {where}{escape(r.source)}{why}",
+                              soft_wrap=True)
+        files = len(report.plan)
+        line = (f"watching {_count(folders, 'folder')} ({_count(files, 'file')});"
+                f" last pass {dt.datetime.now():%H:%M:%S}"
+                f" ({report.seconds:.1f} s); Ctrl-C to stop")
+        if status is not None:
+            status.update(line)
+
+    def on_changes(n: int) -> None:
+        if status is not None:
+            status.update(f"sync: {n} change{'s' if n != 1 else ''} settled, applying")
+
+    async def follow(kb: KnowledgeBase) -> None:
+        nb = await resolve(kb)
+        stop = asyncio.Event()  # SIGTERM stops as Ctrl-C does, once the pass at hand is done
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+
+        def first(report: SyncReport) -> None:
+            if not passes and not as_json:
+                _print_sync(report)
+                err_console.print(f"watching {folders} folder"
+                                  f"{'s' if folders != 1 else ''}; Ctrl-C to stop")
+            passes.append(report.seconds)
+            on_pass(report)
+
+        await kb.watch(paths, glob=glob, notebook=nb, settle=settle, on_pass=first,
+                       on_changes=on_changes, stop=stop)
+
+    passes: list[float] = []
+    problems: set[tuple[str, str | None]] = set()
+    try:
+        if status is not None:
+            with status:
+                _with_kb(store, follow, create=True)
+        else:
+            _with_kb(store, follow, create=True)
+    except KeyboardInterrupt:
+        err_console.print("stopped")
+    raise typer.Exit(0)
+
+
+def _print_sync(report: SyncReport) -> None:
+    if report.dry_run:
+        table = Table(title="Sync plan (dry run)", caption="nothing was changed",
+                      show_header=True)
+        table.add_column("action")
+        table.add_column("files", justify="right")
+        for action, n in report.planned.items():
+            table.add_row(action, str(n))
+        console.print(table)
+        changes = report.changes
+        for c in changes[:_SHOWN_CHANGES]:
+            detail = f"{escape(c.previous)} -> " if c.previous else ""
+            note = f" ({escape(c.reason)})" if c.reason else ""
+            console.print(f"{c.action:<7} {detail}{escape(c.source)}{note}", soft_wrap=True)
+        if len(changes) > _SHOWN_CHANGES:
+            console.print(f"... and {len(changes) - _SHOWN_CHANGES} more (--json lists all)")
+        if report.notebook or report.linked:
+            console.print(f"{report.linked} stored documents to put in the notebook")
+        _print_problems(report.failures)
+        return
+    counts = report.counts
+    table = Table(title="Sync summary", show_header=True)
+    table.add_column("result")
+    table.add_column("files", justify="right")
+    for status, label in _SYNC_LABELS.items():
+        style = {"failed": "red", "empty": "yellow"}.get(status, "")
+        table.add_row(f"[{style}]{label}[/]" if style else label, str(counts[status]))
+    console.print(table)
+    console.print(
+        f"{_count(len(report.plan), 'file')} in {_count(len(report.roots), 'folder')}:"
+        f" {_count(report.chunks_written, 'chunk')} written"
+        f" ({report.chunks_embedded} embedded) in {report.seconds:.1f} s"
+        + (f"; {_count(report.linked, 'document')} put in the notebook" if report.linked
+           else "")
+        + ("; vector index rebuilt" if report.index_rebuilt else ""))
+    changed = [r for r in report.results
+               if r.status in ("ingested", "updated", "renamed", "deleted")]
+    for r in changed[:_SHOWN_CHANGES]:  # what the sync did, file by file
+        where = f"{escape(_shown_path(r.previous))} -> " if r.previous else ""
+        label = "added" if r.status == "ingested" else r.status
+        console.print(f"{label:<8} {where}{escape(_shown_path(r.source))}", soft_wrap=True)
+    if len(changed) > _SHOWN_CHANGES:
+        console.print(f"... and {len(changed) - _SHOWN_CHANGES} more (--json lists all)")
+    _print_problems(report.failures)
+
+
+# ----- search ----------------------------------------------------------------------------
+@app.command()
+@store_options
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for")],
+    mode: Annotated[str, typer.Option(help=f"One of {', '.join(MODES)}")] = "hybrid",
+    limit: Annotated[int, typer.Option("--limit", "-k", help="Number of hits")] = 10,
+    min_score: Annotated[float | None, typer.Option(
+        help="Drop hits scoring below this (0-1: text, a share of the best BM25 the query"
+             " could reach; vector, cosine; hybrid, 0.5 for an average candidate)")] = None,
+    source: Annotated[str | None, typer.Option(help="Only sources matching this glob")] = None,
+    mime_type: Annotated[list[str] | None, typer.Option(
+        "--mime-type", help="Only these MIME types (repeatable)")] = None,
+    notebook: Annotated[str | None, typer.Option(
+        "--notebook", help="Only sources in this notebook (name or id)")] = None,
+    topic: Annotated[list[str] | None, typer.Option(
+        "--topic", help="Only sources with one of these topics (repeatable)")] = None,
+    after: Annotated[dt.datetime | None, typer.Option(
+        "--after", help="Only sources ingested at or after this time (ISO 8601, UTC)")] = None,
+    before: Annotated[dt.datetime | None, typer.Option(
+        "--before", help="Only sources ingested before this time (ISO 8601, UTC)")] = None,
+    per_document: Annotated[bool, typer.Option(
+        "--per-document", help="One hit per document: its best chunk")] = False,
+    fusion: Annotated[str | None, typer.Option(
+        help="Hybrid fusion: zscore, minmax or rrf [default: zscore]")] = None,
+    candidates: Annotated[int | None, typer.Option(
+        help="Hits per leg before hybrid fusion [default: 100]")] = None,
+    text_weight: Annotated[float | None, typer.Option(help="Weight of the BM25 leg")] = None,
+    vector_weight: Annotated[float | None, typer.Option(help="Weight of the vector leg")] = None,
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
+) -> None:
+    """Search the stored chunks (hybrid by default; vector or BM25 text on request)."""
+    hits = _with_kb(store, lambda kb: kb.search(
+        query, mode=mode, limit=limit, min_score=min_score, source=source,
+        mime_type=mime_type or None, notebook=notebook, topics=topic or None,
+        created_after=after, created_before=before, per_document=per_document, fusion=fusion,
+        candidates=candidates, text_weight=text_weight, vector_weight=vector_weight))
+    if as_json:
+        _print_json([h.to_dict() for h in hits])
+        return
+    _print_hits(hits, mode, query)
+
+
+def _marked(shown: Snippet) -> str:
+    """A snippet as rich markup, the query's words in bold."""
+    out, last = [], 0
+    for start, end in shown.marks:
+        out.append(escape(shown.text[last:start]))
+        out.append(f"[bold yellow]{escape(shown.text[start:end])}[/bold yellow]")
+        last = end
+    out.append(escape(shown.text[last:]))
+    return "".join(out)
+
+
+def _print_hits(hits: list[Hit], mode: str, query: str) -> None:
+    if not hits:
+        notice = search_notice(query, hits)
+        console.print("no hits" + (f": {escape(notice)}" if notice else ""))
+        return
+    table = Table(title=f"{mode} search: {escape(query)}", show_lines=True)
+    table.add_column("#", justify="right")
+    table.add_column("score", justify="right")
+    table.add_column("source", overflow="fold", max_width=40)
+    table.add_column("page", justify="right")
+    table.add_column("text", overflow="fold")
+    for n, hit in enumerate(hits, 1):
+        ranks = ""
+        if mode == "hybrid":
+            ranks = f"\n[dim]text {hit.text_rank or '-'} · vector {hit.vector_rank or '-'}[/dim]"
+        shown = snippet(hit.content, query)
+        title = hit.title or Path(hit.source).name
+        # the heading path, unless it says again what the title or the text's start says
+        heading = (hit.context or "").split(HEADING_SEPARATOR)[-1].strip()
+        repeated = hit.context == title or (
+            bool(heading) and shown.text.lstrip("#… ").startswith(heading))
+        context = f"[dim]{escape(hit.context)}[/dim]\n" if hit.context and not repeated else ""
+        table.add_row(str(n), f"{hit.score:.4f}{ranks}", escape(title)
+                      + f"\n[dim]{escape(_shown_path(hit.source))}"
+                      f" [{hit.char_start}:{hit.char_end}][/dim]",
+                      str(hit.page or ""), context + _marked(shown))
+    console.print(table)
+
+
+# ----- notebooks -------------------------------------------------------------------------
+notebook_app = typer.Typer(help="Notebooks: named collections of sources, searchable alone.",
+                           no_args_is_help=True)
+app.add_typer(notebook_app, name="notebook")
+
+
+@notebook_app.command("create")
+@store_options
+def notebook_create(
+    name: Annotated[str, typer.Argument(help="Notebook name (unique)")],
+    description: Annotated[str, typer.Option(help="What it is for")] = "",
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
+) -> None:
+    """Create a notebook."""
+    nb = _with_kb(store, lambda kb: kb.notebooks.create_notebook(name, description),
+                  create=True)
+    if as_json:
+        _print_json(nb.to_dict())
+        return
+    console.print(f"created notebook {escape(nb.name)} ({nb.id})")
+
+
+@notebook_app.command("list")
+@store_options
+def notebook_list(as_json: JsonOption = False, *, store: StoreOptions) -> None:
+    """List notebooks with their number of sources."""
+    notebooks = _with_kb(store, lambda kb: kb.notebooks.list_notebooks())
+    if as_json:
+        _print_json([nb.to_dict() for nb in notebooks])
+        return
+    table = Table(title="Notebooks")
+    for column in ("name", "sources", "description", "id"):
+        table.add_column(column)
+    for nb in notebooks:
+        table.add_row(escape(nb.name) + (" [dim](archived)[/dim]" if nb.archived else ""),
+                      str(nb.source_count or 0), escape(nb.description), id_text(nb.id))
+    console.print(table)
+
+
+@notebook_app.command("show")
+@store_options
+def notebook_show(
+    name: Annotated[str, typer.Argument(help="Notebook name or id")],
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
+) -> None:
+    """Show a notebook's sources and notes."""
+    async def work(kb: KnowledgeBase) -> tuple[Any, list[Any], list[Any]]:
+        nb = await kb.notebooks.get_notebook(name)
+        return nb, await kb.notebooks.sources(nb), await kb.notebooks.notes(nb)
+
+    nb, sources, notes = _with_kb(store, work)
+    if as_json:
+        _print_json({**nb.to_dict(), "sources": [s.to_dict(text=False) for s in sources],
+                     "notes": [n.to_dict() for n in notes]})
+        return
+    console.print(f"[bold]{escape(nb.name)}[/bold] {escape(nb.description)} ({nb.id})")
+    table = Table(title=_count(len(sources), "source"))
+    for column in ("title", "chunks", "topics", "id"):
+        table.add_column(column, overflow="fold")
+    for src in sources:
+        table.add_row(escape(src.title or src.source or ""), str(src.chunk_count),
+                      escape(", ".join(src.topics)), id_text(src.id))
+    console.print(table)
+    for note in notes:
+        console.print(f"note: {escape(note.title)}")
+
+
+@notebook_app.command("delete")
+@store_options
+def notebook_delete(
+    name: Annotated[str, typer.Argument(help="Notebook name or id")],
+    delete_sources: Annotated[bool, typer.Option(
+        help="Also delete the sources that no other notebook references")] = False,
+    *, store: StoreOptions,
+) -> None:
+    """Delete a notebook, its edges and notes (and, on request, its own sources)."""
+    _with_kb(store, lambda kb: kb.notebooks.delete_notebook(
+        name, delete_exclusive_sources=delete_sources))
+    console.print(f"deleted notebook {escape(name)}")
+
+
+@app.command("add")
+@store_options
+def add(
+    notebook: Annotated[str, typer.Argument(help="Notebook name or id")],
+    paths: Annotated[list[Path], typer.Argument(
+        help="Files and directories to add", readable=False)],
+    glob: Annotated[str, typer.Option(help="Pattern for files inside directories")] = "**/*",
+    topic: Annotated[list[str] | None, typer.Option(
+        "--topic", help="Topic to tag the sources with (repeatable)")] = None,
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
+) -> None:
+    """Ingest files into a notebook (creating the notebook if it does not exist)."""
+    async def work(kb: KnowledgeBase) -> IngestReport:
+        nb = await kb.notebooks.for_writing(notebook)
+        return await kb.notebooks.add_paths(nb, paths, topics=topic or (), glob=glob)
+
+    _show_report(_with_kb(store, work, create=True), as_json, notebook=notebook)
+
+
+@app.command()
+@store_options
+def jobs(
+    status: Annotated[str | None, typer.Option(help="Only jobs with this status")] = None,
+    run: Annotated[bool, typer.Option(help="Run the queued jobs now, then list")] = False,
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
+) -> None:
+    """List background jobs with their status, progress and error."""
+    async def work(kb: KnowledgeBase) -> list[Any]:
+        if run:
+            await kb.jobs.run_pending()
+        return await kb.jobs.list(status=status)
+
+    rows = _with_kb(store, work)
+    if as_json:
+        _print_json([j.to_dict() for j in rows])
+        return
+    table = Table(title="Jobs")
+    for column in ("id", "kind", "target", "status", "progress", "error"):
+        table.add_column(column, overflow="fold")
+    for j in rows:
+        table.add_row(id_text(j.id), j.kind, str(j.target or ""), escape(j.outcome),
+                      f"{j.progress:.0%}", escape(j.error or ""))
+    console.print(table)
+
+
+# ----- store maintenance -----------------------------------------------------------------
+@app.command()
+@store_options
+def stats(as_json: JsonOption = False, *, store: StoreOptions) -> None:
+    """Show what the store holds."""
+    result = _with_kb(store, lambda kb: kb.stats())
+    if as_json:
+        _print_json(result.to_dict())
+        return
+    table = Table(title="surrealdocs store", show_header=False)
+    table.add_column("what")
+    table.add_column("value", overflow="fold")
+    table.add_row("store", escape(result.url))
+    table.add_row("schema version", str(result.schema_version))
+    table.add_row("embedding model", f"{escape(result.model)} ({result.dimension} dimensions)")
+    table.add_row("documents", str(result.documents))
+    table.add_row("chunks", str(result.chunks))
+    table.add_row("notebooks", str(result.notebooks))
+    for status, n in sorted(result.sources.items()):
+        table.add_row(f"sources {status}", str(n))
+    for mime, n in sorted(result.mime_types.items(), key=lambda kv: -kv[1]):
+        table.add_row(f"  {escape(mime)}", str(n))
+    table.add_row("vectors not yet in the HNSW graph", str(result.vectors_outside_graph))
+    text = result.text_index
+    if text.get("kind") == "segments":
+        table.add_row("text index", f"{_count(text['segments'], 'segment')},"
+                      f" {text['postings']:,} postings, {text['dead']:,} deleted chunks"
+                      f" ({text['dead_ratio']:.1%}) not yet merged away")
+    elif text:
+        table.add_row("text index", "the engine's FULLTEXT index")
+    console.print(table)
+
+
+@app.command("list")
+@store_options
+def list_documents(
+    source: Annotated[str | None, typer.Option(help="Only sources matching this glob")] = None,
+    mime_type: Annotated[list[str] | None, typer.Option(
+        "--mime-type", help="Only these MIME types (repeatable)")] = None,
+    notebook: Annotated[str | None, typer.Option(
+        "--notebook", help="Only sources in this notebook (name or id)")] = None,
+    topic: Annotated[list[str] | None, typer.Option(
+        "--topic", help="Only sources with one of these topics (repeatable)")] = None,
+    after: Annotated[dt.datetime | None, typer.Option(
+        "--after", help="Only sources ingested at or after this time (ISO 8601, UTC)")] = None,
+    before: Annotated[dt.datetime | None, typer.Option(
+        "--before", help="Only sources ingested before this time (ISO 8601, UTC)")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-k", help="Documents per page")] = 50,
+    offset: Annotated[int, typer.Option(help="Documents to skip (the page's start)")] = 0,
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
+) -> None:
+    """List the stored documents, oldest first, with the filters a search takes."""
+    filters: dict[str, Any] = {"source": source, "mime_type": mime_type or None,
+                               "notebook": notebook, "topics": topic or None,
+                               "created_after": after, "created_before": before}
+
+    async def work(kb: KnowledgeBase) -> tuple[list[Any], int]:
+        return (await kb.documents(offset=offset, limit=limit, **filters),
+                await kb.count_documents(**filters))
+
+    docs, total = _with_kb(store, work)
+    if as_json:
+        _print_json({"documents": [d.to_dict() for d in docs], "offset": offset,
+                     "limit": limit, "total": total})
+        return
+    if not docs:
+        console.print("no documents" + (f" (of {total:,})" if total else ""))
+        return
+    table = Table(title=f"{_count(total, 'document')}"
+                        + (f", {offset + 1}–{offset + len(docs)} shown" if total > len(docs)
+                           else ""))
+    table.add_column("source", overflow="fold", ratio=3)
+    table.add_column("title", overflow="fold", ratio=2)
+    table.add_column("type", overflow="fold", ratio=1)
+    table.add_column("chunks", justify="right")
+    table.add_column("ingested", no_wrap=True)
+    for doc in docs:
+        more = f" (+{len(doc.sources) - 1})" if len(doc.sources) > 1 else ""
+        table.add_row(escape(_shown_path(doc.source or "")) + more,
+                      escape(doc.title or ""), escape(doc.mime_type), str(doc.chunk_count),
+                      _when(doc.ingested_at)[:10])
+    console.print(table)
+    err_console.print("ids: --json; one document: surrealdocs show SOURCE")
+
+
+@app.command()
+@store_options
+def show(
+    document: Annotated[str, typer.Argument(help="A document's id, or one of its sources")],
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
+) -> None:
+    """Show one stored document: what it is, its sources, notebooks, topics and chunks."""
+    doc = _with_kb(store, lambda kb: kb.document(document, text=False))
+    if as_json:
+        _print_json(doc.to_dict())
+        return
+    table = Table(show_header=False, title=escape(doc.title or _shown_path(doc.source or "")))
+    table.add_column("what", style="bold")
+    table.add_column("value", overflow="fold")
+    pages = f", {_count(doc.page_count, 'page')}" if doc.page_count else ""
+    rows = [("id", doc.id), ("type", escape(doc.mime_type)),
+            ("size", f"{_count(doc.characters, 'character')}{pages},"
+                     f" {_count(doc.chunk_count, 'chunk')}"),
+            ("sources", "\n".join(escape(_shown_path(s)) for s in doc.sources)),
+            ("notebooks", escape(", ".join(doc.notebooks)) or "-"),
+            ("topics", escape(", ".join(doc.topics)) or "-"),
+            ("ingested", _when(doc.ingested_at)), ("updated", _when(doc.updated_at)),
+            ("model", escape(doc.embedding_model or "-"))]
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+
+
+def _shown_path(source: str) -> str:
+    """A source as the terminal shows it: relative to the current folder when inside it."""
+    try:
+        here = Path.cwd()
+        path = Path(source)
+        if path.is_absolute() and path.is_relative_to(here):
+            return str(path.relative_to(here))
+    except (OSError, ValueError):
+        pass
+    return source
+
+
+@app.command()
+@store_options
+def delete(
+    refs: Annotated[list[str] | None, typer.Argument(
+        help="Sources (paths or names) to forget, or document ids (documents:…) to delete"
+             " whatever their sources", show_default=False)] = None,
+    glob: Annotated[str | None, typer.Option(
+        "--glob", help="Also forget every stored source this pattern matches (as a search's"
+                       " --source: a relative pattern matches at the end of the path)")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Say what would be deleted, and delete nothing")] = False,
+    *, store: StoreOptions,
+) -> None:
+    """Forget sources; a document goes when no source refers to it any more."""
+    if not refs and glob is None:
+        _fail("name what to delete: sources, document ids, or --glob PATTERN")
+
+    outcome = _with_kb(store, lambda kb: kb.forget(refs or (), glob=glob, dry_run=dry_run))
+    if glob and not outcome:
+        console.print(f"nothing stored matches {escape(glob)}")
+    for f in outcome:
+        near = ", ".join(escape(_shown_path(n)) for n in f.near)
+        console.print(f"{f.status}: {escape(_shown_path(f.ref))}"
+                      + (f" (stored: {near})" if near else ""), soft_wrap=True)
+    raise typer.Exit(0 if outcome and all(f.status != "not found" for f in outcome) else 1)
+
+
+@app.command("rebuild-index")
+@store_options
+def rebuild_index(
+    only: Annotated[str | None, typer.Option(
+        "--only", help="Rebuild only the text index ('text') or the HNSW graph ('vector')",
+        show_default=False)] = None, *, store: StoreOptions) -> None:
+    """Rebuild the text index from the chunks and the HNSW graph over every vector (ingest
+    merges the one and builds the other after big loads)."""
+    if only not in (None, "text", "vector"):
+        _fail(f"--only must be text or vector, got {only!r}")
+    progress = Progress(TextColumn("[bold]text index"), BarColumn(), MofNCompleteColumn(),
+                        console=err_console, disable=not err_console.is_terminal)
+
+    async def work(kb: KnowledgeBase) -> None:
+        task = progress.add_task("chunks", total=None)
+        with progress:
+            await kb.rebuild_index(
+                text=only != "vector", vectors=only != "text",
+                progress=lambda done, total: progress.update(task, completed=done,
+                                                             total=total))
+
+    _with_kb(store, work)
+    console.print({None: "text index and vector index rebuilt", "text": "text index rebuilt",
+                   "vector": "vector index rebuilt"}[only])
+
+
+@app.command()
+@store_options
+def reembed(*, store: StoreOptions) -> None:
+    """Re-embed every chunk with another model (--model) and rebuild the vector indexes."""
+    from ..core.reembed import reembed as reembed_store
+    from ..embed import get_embedder
+
+    if not store.model:
+        _fail("reembed needs the new model: --model NAME")
+    model = str(store.model)
+    progress = Progress(TextColumn("[bold]reembed"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=err_console,
+                        disable=not err_console.is_terminal)
+    task = progress.add_task("", total=None)
+
+    async def work() -> int:
+        settings = store.settings()
+        return await reembed_store(
+            settings, get_embedder(model, settings),
+            lambda done, total: progress.update(task, completed=done, total=total))
+
+    with progress:
+        n = _run(work)
+    console.print(f"{_count(n, 'chunk')} re-embedded with {escape(model)}")
+
+
+# ----- MCP -------------------------------------------------------------------------------
+@app.command("mcp")
+@store_options
+def mcp_command(
+    allow_writes: Annotated[bool, typer.Option(
+        "--allow-writes", help="Also offer the add_text and ingest_path tools (they write to"
+                               " the store; ingest_path reads this machine's disk)")] = False,
+    max_chars: Annotated[int, typer.Option(
+        help="Most characters of one tool result; longer ones are cut and say so")] = 8000,
+    *, store: StoreOptions,
+) -> None:
+    """Serve the knowledge base to MCP clients (Claude Desktop, IDEs, agents) over stdio."""
+    try:
+        from .mcp import serve_stdio
+    except ImportError as exc:
+        _fail(f"the MCP server needs the mcp extra: pip install 'surrealdocs[mcp]' ({exc})")
+    _run(lambda: serve_stdio(store.settings(), allow_writes=allow_writes, max_chars=max_chars))
+
+
+# ----- the HTTP server and its keys ------------------------------------------------------
+@app.command()
+@store_options
+def serve(
+    host: Annotated[str, typer.Option(
+        help="Address to listen on. Without API keys only loopback is allowed")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on")] = 8000,
+    cors_origin: Annotated[list[str] | None, typer.Option(
+        "--cors-origin", help="An origin whose pages may call the API, e.g."
+                              " https://app.example.com (repeatable; none by default)")] = None,
+    allowed_host: Annotated[list[str] | None, typer.Option(
+        "--allowed-host", help="A name the Host header may carry besides the address listened"
+                               " on and loopback names, such as a proxy's (repeatable)")] = None,
+    max_file_size: Annotated[str, typer.Option(
+        help="Largest uploaded file (e.g. 100MB, 1GiB)")] = "100MB",
+    max_request_size: Annotated[str, typer.Option(
+        help="Largest request body: all the files of one upload together")] = "500MB",
+    max_files: Annotated[int, typer.Option(help="Most files in one upload")] = 1000,
+    uploads_dir: Annotated[Path | None, typer.Option(
+        help="Where uploads wait for their ingest job (default: next to the store,"
+             " STORE.uploads)")] = None,
+    mcp_allow_writes: Annotated[bool, typer.Option(
+        "--mcp-allow-writes", help="Offer the MCP endpoint's add_text and ingest_path tools"
+                                   " to keys that may write")] = False,
+    mcp_max_chars: Annotated[int, typer.Option(
+        help="Most characters of one MCP tool result")] = 8000,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
+    access_log: Annotated[bool, typer.Option(help="Log every request")] = True,
+    *, store: StoreOptions,
+) -> None:
+    """Serve the store over HTTP: the JSON API under /v1 (OpenAPI at /docs), the MCP
+    endpoint at /mcp/ (streamable HTTP) and a search page at /. Uploads are ingested by
+    background jobs that survive a restart."""
+    try:
+        import uvicorn
+
+        from .http import ServeConfig, create_app, parse_size
+        from .http.state import refuse_without_keys
+    except ImportError as exc:
+        _fail(f"the server needs its extra ({exc.name} is missing): "
+              "pip install 'surrealdocs[serve]'")
+    if log_level.lower() not in ("debug", "info", "warning", "error"):
+        _fail(f"--log-level must be debug, info, warning or error, got {log_level!r}")
+    try:
+        config = ServeConfig(
+            settings=store.settings(uploads_dir=str(uploads_dir) if uploads_dir else None),
+            host=host, port=port, cors_origins=tuple(cors_origin or ()),
+            allowed_hosts=tuple(allowed_host or ()), max_file_bytes=parse_size(max_file_size),
+            max_request_bytes=parse_size(max_request_size), max_files=max_files,
+            mcp_allow_writes=mcp_allow_writes, mcp_max_chars=mcp_max_chars)
+    except SurrealDocsError as exc:
+        _fail(str(exc))
+    # off loopback, refuse before listening rather than after
+    if not config.loopback and _with_kb(store, lambda kb: kb.keys.count(), create=True) == 0:
+        _fail(refuse_without_keys(host))
+    # One handler, on the root logger: the MCP SDK's server otherwise installs a rich one
+    # there (logging.basicConfig, a no-op once the root has a handler), which printed each
+    # of our lines twice and libraries' tracebacks as pages of rich frames.
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+    logging.getLogger().addHandler(handler)
+    logging.getLogger("surrealdocs").setLevel(log_level.upper())
+    fatal: list[str] = []
+
+    def on_fatal(message: str) -> None:
+        fatal.append(message)
+        server.should_exit = True
+
+    api = create_app(config, on_fatal=on_fatal)
+    closing = api.state.server.closing
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            closing.set()  # event streams end now, not when the grace period is over
+            super().handle_exit(sig, frame)
+
+    server = Server(uvicorn.Config(
+        api, host=host, port=port, log_level=log_level.lower(), access_log=access_log,
+        lifespan="on", timeout_graceful_shutdown=5, server_header=False))
+    where = f"[{host}]" if ":" in host else host
+    err_console.print(f"surrealdocs serve: http://{where}:{port}/ (API docs at /docs)")
+    # uvicorn raises the stopping signal again once it has shut down: a stop on request
+    # (Ctrl+C, SIGTERM) is a success here
+    signal.signal(signal.SIGTERM, _interrupt)
+    # other commands on this store are told where it is served (they cannot open it)
+    marker = serving_marker(resolve_url(config.settings.db))
+    if marker is not None:
+        with contextlib.suppress(OSError):
+            marker.write_text(f"{os.getpid()}\nhttp://{where}:{port}/", encoding="utf-8")
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run()
+    finally:
+        if marker is not None:
+            with contextlib.suppress(OSError):
+                marker.unlink()
+    if fatal:
+        _fail(fatal[0])
+    if not server.started:
+        raise typer.Exit(1)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+keys_app = typer.Typer(help="API keys of the HTTP server (stored hashed; shown once).",
+                       no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+
+@keys_app.command("create")
+@store_options
+def keys_create(
+    name: Annotated[str, typer.Option("--name", help="A name for the key (unique)")],
+    read_only: Annotated[bool, typer.Option(
+        "--read-only", help="The key may search and read, not change the store")] = False,
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
+) -> None:
+    """Create an API key and print it (the only time it is shown)."""
+    key, token = _with_kb(store, lambda kb: kb.keys.create(name, read_only=read_only),
+                          create=True)
+    if as_json:
+        _print_json({**key.to_dict(), "key": token})
+        return
+    console.print(f"created {'read-only ' if key.read_only else ''}key {escape(key.name)}."
+                  " Copy it now: it is not shown again.")
+    print(token)
+
+
+@keys_app.command("list")
+@store_options
+def keys_list(as_json: JsonOption = False, *, store: StoreOptions) -> None:
+    """List the API keys (names and the start of each key, never the keys)."""
+    keys = _with_kb(store, lambda kb: kb.keys.list())
+    if as_json:
+        _print_json([k.to_dict() for k in keys])
+        return
+    if not keys:
+        console.print("no API keys: `surrealdocs serve` runs on loopback only")
+        return
+    table = Table(title="API keys")
+    for column in ("name", "key starts", "access", "created", "last used"):
+        table.add_column(column)
+    for k in keys:
+        table.add_row(escape(k.name), k.prefix + "…", "read-only" if k.read_only else
+                      "read-write", _when(k.created), _when(k.last_used))
+    console.print(table)
+
+
+def _when(value: Any) -> str:
+    iso = getattr(value, "isoformat", None)
+    return str(iso(timespec="seconds")) if callable(iso) else ("-" if value is None else
+                                                              str(value))
+
+
+@keys_app.command("revoke")
+@store_options
+def keys_revoke(
+    name: Annotated[str, typer.Argument(help="The key's name")],
+    *, store: StoreOptions,
+) -> None:
+    """Revoke an API key: requests with it are refused from now on."""
+    _with_kb(store, lambda kb: kb.keys.revoke(name))
+    console.print(f"revoked key {escape(name)}")
+
+
+# ----- evaluation ------------------------------------------------------------------------
+@app.command("eval")
+def eval_command(
+    datasets: Annotated[list[Path] | None, typer.Argument(
+        help="BEIR-layout directories: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv",
+        show_default=False)] = None,
+    split: Annotated[str, typer.Option(help="Which qrels/SPLIT.tsv to evaluate")] = "test",
+    mode: Annotated[list[str] | None, typer.Option(
+        "--mode", help=f"Modes to measure (repeatable) [default: {', '.join(EVAL_MODES)}]")
+    ] = None,
+    fusion: Annotated[str | None, typer.Option(
+        help="Hybrid fusion: zscore, minmax or rrf [default: $SURREALDOCS_HYBRID_FUSION or zscore]")
+    ] = None,
+    candidates: Annotated[int | None, typer.Option(
+        help="Hits per leg before hybrid fusion [default: 100]")] = None,
+    text_weight: Annotated[float | None, typer.Option(help="Weight of the BM25 leg")] = None,
+    vector_weight: Annotated[float | None, typer.Option(help="Weight of the vector leg")] = None,
+    chunk_size: Annotated[int | None, typer.Option(help="Characters per chunk")] = None,
+    as_json: JsonOption = False,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Also write the figures as JSON to this file")] = None,
+    db: Annotated[str | None, typer.Option(
+        "--db", help="Store for the corpus, reused when it holds this dataset only; with"
+                     " several datasets, a folder of one store per dataset [default: mem://]")
+    ] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="Embedding model [default: $SURREALDOCS_MODEL or all-minilm-l6-v2]")
+    ] = None,
+    compare: Annotated[tuple[Path, Path] | None, typer.Option(
+        "--compare", metavar="BEFORE.json AFTER.json",
+        help="Compare two files written by eval -o (per dataset, mode and query); runs"
+             " no evaluation")] = None,
+    show_queries: Annotated[int, typer.Option(
+        "--queries", min=0, help="With --compare: the queries that changed most, per"
+                                 " dataset and mode")] = 5,
+) -> None:
+    """Measure retrieval quality on BEIR datasets: nDCG@10, Recall@100, MRR@10 per mode.
+
+    Each corpus is ingested through the normal ingest path (title + text per document; a
+    store given with the --db option that already holds it is reused); every judged query
+    runs in each mode, one result per document. With several datasets, one table shows
+    them all and their mean.
+    """
+    from ..core.evaluate import evaluate_many, summary
+
+    if compare is not None:
+        if datasets:
+            _fail("--compare compares two figure files: give no datasets with it")
+        _compare_figures(*compare, as_json=as_json, show_queries=show_queries)
+        return
+    if not datasets:
+        _fail("give at least one dataset directory (or --compare BEFORE.json AFTER.json)")
+    progress = Progress(TextColumn("[bold]{task.fields[stage]}"), BarColumn(),
+                        MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
+                        disable=as_json or not err_console.is_terminal)
+    task = progress.add_task("", total=None, stage="eval")
+    current = ""
+
+    def on_dataset(name: str) -> None:
+        nonlocal current
+        current = f"{name} " if len(datasets) > 1 else ""
+
+    def on_progress(stage: str, done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total, stage=current + stage)
+
+    async def work() -> Any:
+        settings = Settings.from_env(
+            db=db or "mem://", model=model, chunk_size=chunk_size, hybrid_fusion=fusion,
+            hybrid_candidates=candidates, text_weight=text_weight, vector_weight=vector_weight)
+        return await evaluate_many(datasets, settings=settings, modes=mode or EVAL_MODES,
+                                   split=split, on_progress=on_progress, on_dataset=on_dataset)
+
+    with progress:
+        reports = _run(work)
+    figures = reports[0].to_dict() if len(reports) == 1 else summary(reports)
+    if output:
+        output.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    if as_json:
+        _print_json(figures)
+        return
+    if len(reports) == 1:
+        report = reports[0]
+        title = (f"{escape(report.dataset)} ({escape(report.split)}): {report.queries}"
+                 f" queries, {_count(report.documents, 'document')},"
+                 f" {_count(report.chunks, 'chunk')}")
+    else:
+        title = f"{len(reports)} datasets ({escape(split)})"
+    table = Table(title=title)
+    several = len(reports) > 1
+    columns = (["dataset"] if several else []) + [
+        "mode", "nDCG@10", "Recall@100", "MRR@10", "time", "per query"]
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("dataset", "mode") else "right")
+    for report in reports:
+        for r in report.results:
+            table.add_row(*([escape(report.dataset)] if several else []), r.mode,
+                          f"{r.metrics['ndcg@10']:.4f}", f"{r.metrics['recall@100']:.4f}",
+                          f"{r.metrics['mrr@10']:.4f}", f"{r.seconds:.1f} s",
+                          f"{r.ms_per_query:.0f} ms")
+        if several:
+            table.add_section()
+    if several:
+        for m, values in summary(reports)["mean"].items():
+            table.add_row("mean", m, f"{values['ndcg@10']:.4f}", f"{values['recall@100']:.4f}",
+                          f"{values['mrr@10']:.4f}", "", "")
+    console.print(table)
+    for report in reports:
+        s = report.settings
+        console.print(
+            f"{escape(report.dataset) + ': ' if several else ''}"
+            f"ingest {report.ingest_seconds:.1f} s · model {s['model']} · chunks"
+            f" {s['chunk_size']} chars · BM25({s['bm25_k1']}, {s['bm25_b']}) · HNSW M"
+            f" {s['hnsw_m']} EFC {s['hnsw_efc']} ef {s['hnsw_ef']} ({s['vector_index']}) ·"
+            f" hybrid {s['hybrid_fusion']} over {s['hybrid_candidates']} per leg")
+
+
+def _compare_figures(before_file: Path, after_file: Path, *, as_json: bool,
+                     show_queries: int) -> None:
+    from ..core.evaluate import compare, load_figures
+
+    try:
+        before, after = load_figures(before_file), load_figures(after_file)
+    except (OSError, ValueError) as exc:
+        _fail(f"cannot read the figures: {exc}")
+    except SurrealDocsError as exc:
+        _fail(str(exc))
+    differences = compare(before, after)
+    if not differences:
+        _fail(f"{before_file} and {after_file} share no dataset and mode to compare")
+    if as_json:
+        _print_json({"differences": [
+            {"dataset": d.dataset, "mode": d.mode, "before": d.before, "after": d.after,
+             "delta": {k: round(v, 4) for k, v in d.delta.items()},
+             "improved": sum(new > old for _, old, new in d.queries),
+             "worsened": sum(new < old for _, old, new in d.queries),
+             "queries": [{"query": q, "before": old, "after": new}
+                         for q, old, new in d.queries]}
+            for d in differences]})
+        return
+    table = Table(title=f"{escape(before_file.name)} → {escape(after_file.name)}: after (change)")
+    for column in ("dataset", "mode", "nDCG@10", "Recall@100", "MRR@10", "queries ±"):
+        table.add_column(column, justify="left" if column in ("dataset", "mode") else "right",
+                         no_wrap=column not in ("dataset", "queries ±"))
+    for d in differences:
+        cells = []
+        for k in ("ndcg@10", "recall@100", "mrr@10"):
+            delta = d.delta[k]
+            colour = "green" if delta > 0 else "red" if delta < 0 else "dim"
+            cells.append(f"{d.after[k]:.4f} [{colour}]{delta:+.4f}[/{colour}]")
+        up = sum(new > old for _, old, new in d.queries)
+        table.add_row(escape(d.dataset), d.mode, *cells, f"{up}/{len(d.queries) - up}")
+    console.print(table)
+    if show_queries:
+        for d in differences:
+            if not d.queries:
+                continue
+            shown = ", ".join(f"{escape(q)} {old:.2f}→{new:.2f}"
+                              for q, old, new in d.queries[:show_queries])
+            console.print(f"{escape(d.dataset)} {d.mode}: {shown}", soft_wrap=True)
+
+
+def _reflow_help(typer_app: typer.Typer) -> None:
+    """Give every command its docstring as help with each paragraph on one line: Typer keeps
+    the docstring's line breaks after the first paragraph, and the terminal then breaks
+    sentences mid-phrase."""
+    for info in typer_app.registered_commands:
+        doc = info.help or inspect.getdoc(info.callback) or ""
+        info.help = "\n\n".join(" ".join(p.split()) for p in re.split(r"\n\s*\n", doc))
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _reflow_help(group.typer_instance)
+
+
+_reflow_help(app)
+
+
+def main() -> None:
+    """Entry point. Exits with ``os._exit`` once output is flushed: the embedded engine's
+    runtime can abort while the interpreter tears down, which would turn a finished,
+    successful command into exit code 134."""
+    code: int = 0
+    try:
+        app()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except SurrealDocsError as exc:  # raised outside a command's own handling
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+        code = 2
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,403 @@
+"""The ``/v1`` endpoints: each one checks who asks, makes one knowledge-base call (or a few,
+for a page of results) and answers with the result's ``to_dict()``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import shutil
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import StreamingResponse
+
+from ...core.job_runner import JOB_STATUSES, Job
+from ...core.kb import MAX_OFFSET, KnowledgeBase
+from ...core.search import MODES, search_notice
+from ...parts.results import id_text
+from ...version import __version__
+from .auth import Access, presented_token, reader, server_state, writer
+from .error_responses import ApiError
+from .models import NotebookRequest, SearchRequest, TextsRequest
+from .state import ServerState
+from .uploads import receive
+
+router = APIRouter(prefix="/v1")
+Reader = Annotated[Access, Depends(reader)]
+Writer = Annotated[Access, Depends(writer)]
+State = Annotated[ServerState, Depends(server_state)]
+SSE_HEARTBEAT_SECONDS = 15.0
+
+
+def job_view(job: Job) -> dict[str, Any]:
+    """A job as clients see it: what it works on, not where its files wait on disk."""
+    out = job.to_dict()
+    payload = out.get("payload")
+    if isinstance(payload, dict):
+        payload.pop("folder", None)
+        files = payload.get("files")
+        if isinstance(files, list):
+            payload["files"] = [{"source": f.get("source")} for f in files
+                                if isinstance(f, dict)]
+    return out
+
+
+# ----- service ------------------------------------------------------------------------
+@router.get("/health", tags=["service"], summary="Liveness: the process answers")
+async def health() -> dict[str, Any]:
+    return {"status": "ok", "version": __version__}
+
+
+@router.get("/ready", tags=["service"],
+            summary="Readiness: false while the store opens (migrations) or a vector graph is"
+                    " built",
+            responses={503: {"description": "not ready"}})
+async def ready(state: State, response: Response) -> dict[str, Any]:
+    out = state.readiness()
+    if not out["ready"]:
+        response.status_code = 503
+    return out
+
+
+@router.get("/info", tags=["service"],
+            summary="What this server is, and whether the key sent (if any) is accepted")
+async def info(request: Request, state: State) -> dict[str, Any]:
+    config = state.config
+    out: dict[str, Any] = {
+        "version": __version__, "state": state.state,
+        "limits": {"max_file_bytes": config.max_file_bytes,
+                   "max_request_bytes": config.max_request_bytes,
+                   "max_files": config.max_files},
+        "modes": list(MODES), "auth_required": None, "authenticated": False,
+        "key": None, "can_write": False}
+    if state.kb is None:
+        return out
+    required = await state.keys_required()
+    out["auth_required"] = required
+    token = None
+    with contextlib.suppress(ApiError):
+        token = presented_token(request)
+    key = await state.key_of(token) if (required and token) else None
+    out["authenticated"] = (not required) or key is not None
+    out["can_write"] = (not required) or (key is not None and not key.read_only)
+    out["key"] = {"name": key.name, "read_only": key.read_only} if key else None
+    if out["authenticated"]:
+        out["model"] = state.kb.embedder.name if state.kb.embedder else None
+    return out
+
+
+@router.get("/stats", tags=["service"], summary="What the store holds")
+async def stats(who: Reader, state: State) -> dict[str, Any]:
+    return (await state.require().stats()).to_dict()
+
+
+# ----- ingest -------------------------------------------------------------------------
+_UPLOAD_BODY = {
+    "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+        "type": "object", "required": ["files"],
+        "properties": {
+            "files": {"type": "array", "items": {"type": "string", "format": "binary"},
+                      "description": "Files (any part with a filename is a file)"},
+            "notebook": {"type": "string", "description": "Put the documents in this notebook"},
+            "topic": {"type": "array", "items": {"type": "string"}},
+            "force": {"type": "boolean"},
+            "replace": {"type": "boolean",
+                        "description": "A file may replace the document of the same name"}}}}}}}
+
+
+@router.post("/uploads", tags=["ingest"], status_code=202, openapi_extra=_UPLOAD_BODY,
+             summary="Upload files; they are ingested by a background job",
+             responses={413: {"description": "a file or the request is over the limit"},
+                        415: {"description": "not multipart/form-data"}})
+async def upload(request: Request, response: Response, who: Writer, state: State,
+                 notebook: Annotated[str | None, Query()] = None,
+                 topic: Annotated[list[str] | None, Query()] = None,
+                 force: Annotated[bool, Query()] = False,
+                 replace: Annotated[bool, Query()] = False) -> dict[str, Any]:
+    """Files are streamed to the server's uploads folder and named ``upload://NAME``; the
+    answer (202) carries the ingest job, whose progress is at ``/v1/jobs/{id}`` and
+    ``/v1/jobs/{id}/events``. A file whose name an earlier upload holds with other bytes
+    is stored as ``NAME (2).ext`` (``renamed_from`` says so), unless ``replace`` asks for
+    it to become the new version of that document; the same bytes again are unchanged."""
+    kb = state.require()
+    if notebook is not None and notebook.startswith("notebook:"):
+        await kb.notebooks.resolve(notebook)  # an unknown id fails before the bytes are sent
+    config = state.config
+    folder = kb.ingest_jobs.new_folder()
+    try:
+        received = await receive(request, folder, max_file_bytes=config.max_file_bytes,
+                                 max_request_bytes=config.max_request_bytes,
+                                 max_files=config.max_files)
+        fields = received.fields
+        notebook = _one(fields, "notebook", notebook)
+        topics = [*(topic or []), *fields.get("topic", []), *fields.get("topics", [])]
+        force = force or _flag(_one(fields, "force", None))
+        if notebook is not None:  # a name no notebook has makes one, as in every face
+            notebook = id_text((await kb.notebooks.for_writing(notebook)).id)
+        replace = replace or _flag(_one(fields, "replace", None), "replace")
+        names = await kb.ingest_jobs.free_sources(
+            [(f.source, f.sha256) for f in received.files], replace=replace)
+        for f, name in zip(received.files, names):
+            if name != f.source:
+                f.renamed_from, f.source = f.source, name
+        job = await kb.ingest_jobs.submit(
+            [(f.source, f.path) for f in received.files], folder=folder, notebook=notebook,
+            topics=topics, force=force)
+    except BaseException:  # (not awaited: this may be a cancellation)
+        _remove(folder)
+        raise
+    response.headers["Location"] = f"/v1/jobs/{quote(id_text(job.id), safe=':')}"
+    return {"job": job_view(job), "files": [f.to_dict() for f in received.files]}
+
+
+def _one(fields: dict[str, list[str]], name: str, default: str | None) -> str | None:
+    values = fields.get(name) or []
+    if len(values) > 1:
+        raise ApiError(422, "invalid_parameter", f"form field {name!r} given twice")
+    return values[0] if values else default
+
+
+def _flag(value: str | None, name: str = "force") -> bool:
+    if value is None:
+        return False
+    text = value.strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ApiError(422, "invalid_parameter", f"{name} must be true or false, got {value!r}")
+
+
+def _remove(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@router.post("/texts", tags=["ingest"], summary="Ingest texts (now, not as a job)")
+async def texts(body: TextsRequest, who: Writer, state: State) -> dict[str, Any]:
+    kb = state.require()
+    nb = None if body.notebook is None else (await kb.notebooks.for_writing(body.notebook)).id
+    report = await kb.ingest_many_bytes(
+        [(t.source, t.text.encode("utf-8"), t.mime_type) for t in body.texts],
+        force=body.force)
+    if nb is not None or body.topics:
+        await kb.notebooks.file_documents(report, nb, body.topics)
+    return report.to_dict()
+
+
+# ----- search -------------------------------------------------------------------------
+async def _search(kb: KnowledgeBase, q: SearchRequest) -> dict[str, Any]:
+    started = time.perf_counter()
+    hits = await kb.search(
+        q.query, mode=q.mode, limit=q.limit, min_score=q.min_score, source=q.source,
+        mime_type=q.mime_type, notebook=q.notebook, topics=q.topics,
+        created_after=q.created_after, created_before=q.created_before,
+        candidates=q.candidates, fusion=q.fusion, rrf_k=q.rrf_k, text_weight=q.text_weight,
+        vector_weight=q.vector_weight, per_document=q.per_document,
+        query_vector=q.query_vector)
+    answer = {"query": q.query, "mode": q.mode, "count": len(hits),
+              "took_ms": round((time.perf_counter() - started) * 1000, 2),
+              "hits": [h.to_dict() for h in hits]}
+    notice = search_notice(q.query, hits)
+    if notice:
+        answer["notice"] = notice
+    return answer
+
+
+@router.get("/search", tags=["search"], summary="Search (options as query parameters)")
+async def search_get(q: Annotated[SearchRequest, Query()], who: Reader,
+                     state: State) -> dict[str, Any]:
+    return await _search(state.require(), q)
+
+
+@router.post("/search", tags=["search"], summary="Search (options as a JSON body)")
+async def search_post(q: SearchRequest, who: Reader, state: State) -> dict[str, Any]:
+    return await _search(state.require(), q)
+
+
+# ----- documents ----------------------------------------------------------------------
+@router.get("/documents", tags=["documents"],
+            summary="Stored documents, a page at a time, with the filters a search takes")
+async def documents(who: Reader, state: State,
+                    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+                    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+                    notebook: str | None = None,
+                    source: Annotated[str | None, Query(
+                        description="Only sources matching this glob")] = None,
+                    mime_type: Annotated[list[str] | None, Query()] = None,
+                    topics: Annotated[list[str] | None, Query()] = None,
+                    created_after: dt.datetime | None = None,
+                    created_before: dt.datetime | None = None) -> dict[str, Any]:
+    kb = state.require()
+    filters: dict[str, Any] = {
+        "notebook": notebook, "source": source, "mime_type": mime_type or None,
+        "topics": topics or None, "created_after": created_after,
+        "created_before": created_before}
+    docs = await kb.documents(offset=offset, limit=limit, **filters)
+    return {"documents": [d.to_dict() for d in docs], "offset": offset, "limit": limit,
+            "total": await kb.count_documents(**filters)}
+
+
+@router.get("/documents/{ref:path}/pages", tags=["documents"],
+            summary="The text of a range of pages of a document")
+async def pages(ref: str, who: Reader, state: State, first: Annotated[int, Query(ge=1)],
+                last: Annotated[int | None, Query(ge=1)] = None) -> dict[str, Any]:
+    return (await state.require().pages(ref, first, last)).to_dict()
+
+
+@router.get("/documents/{ref:path}", tags=["documents"],
+            summary="A document (by id or source) with its text and chunk spans")
+async def document(ref: str, who: Reader, state: State, text: bool = True) -> dict[str, Any]:
+    return (await state.require().document(ref, text=text)).to_dict()
+
+
+@router.delete("/documents/{ref:path}", tags=["documents"],
+               summary="Delete a document, its chunks and its notebook edges")
+async def delete_document(ref: str, who: Writer, state: State) -> dict[str, Any]:
+    kb = state.require()
+    doc = await kb.document(ref, text=False)
+    await kb.delete_document(doc.id)
+    return {"deleted": doc.id, "sources": doc.sources}
+
+
+@router.get("/chunks/{chunk_id}/passage", tags=["documents"],
+            summary="A chunk (a hit's chunk_id) with its neighbours, as one stretch of text")
+async def passage(chunk_id: str, who: Reader, state: State,
+                  before: Annotated[int, Query(ge=0, le=50)] = 1,
+                  after: Annotated[int, Query(ge=0, le=50)] = 1) -> dict[str, Any]:
+    return (await state.require().passage(chunk_id, before=before, after=after)).to_dict()
+
+
+# ----- notebooks ----------------------------------------------------------------------
+@router.get("/notebooks", tags=["notebooks"], summary="Notebooks with their number of sources")
+async def notebooks(who: Reader, state: State) -> dict[str, Any]:
+    nbs = await state.require().notebooks.list_notebooks()
+    return {"notebooks": [nb.to_dict() for nb in nbs]}
+
+
+@router.post("/notebooks", tags=["notebooks"], status_code=201, summary="Create a notebook",
+             responses={409: {"description": "a notebook of that name exists"}})
+async def create_notebook(body: NotebookRequest, who: Writer, state: State,
+                          response: Response) -> dict[str, Any]:
+    nb = await state.require().notebooks.create_notebook(body.name, body.description)
+    response.headers["Location"] = f"/v1/notebooks/{quote(id_text(nb.id), safe=':')}"
+    return nb.to_dict()
+
+
+# (before the {ref:path} routes, which would take a name with /sources/ in it)
+@router.put("/notebooks/{ref}/sources/{doc:path}", tags=["notebooks"],
+            summary="Put a document (by id or source) in a notebook")
+async def add_source(ref: str, doc: str, who: Writer, state: State) -> dict[str, Any]:
+    return await _membership(state.require(), ref, doc, member=True)
+
+
+@router.delete("/notebooks/{ref}/sources/{doc:path}", tags=["notebooks"],
+               summary="Take a document out of a notebook (the document stays)")
+async def remove_source(ref: str, doc: str, who: Writer, state: State) -> dict[str, Any]:
+    return await _membership(state.require(), ref, doc, member=False)
+
+
+async def _membership(kb: KnowledgeBase, ref: str, doc: str, *, member: bool
+                      ) -> dict[str, Any]:
+    nb = await kb.notebooks.get_notebook(ref)
+    document = await kb.document(doc, text=False)
+    await (kb.notebooks.link if member else kb.notebooks.unlink)(document.id, nb)
+    return {"notebook": id_text(nb.id), "document": document.id, "member": member}
+
+
+@router.get("/notebooks/{ref:path}", tags=["notebooks"],
+            summary="A notebook (by id or name), a page of its sources, and its notes")
+async def notebook(ref: str, who: Reader, state: State,
+                   offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+                   limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
+    kb = state.require()
+    nb = await kb.notebooks.get_notebook(ref)
+    sources = await kb.documents(notebook=nb.id, offset=offset, limit=limit)
+    notes = await kb.notebooks.notes(nb)
+    return {**nb.to_dict(), "source_count": await kb.count_documents(notebook=nb.id),
+            "sources": [s.to_dict() for s in sources], "offset": offset, "limit": limit,
+            "notes": [n.to_dict() for n in notes]}
+
+
+@router.delete("/notebooks/{ref:path}", tags=["notebooks"],
+               summary="Delete a notebook (and, on request, the sources only it holds)")
+async def delete_notebook(ref: str, who: Writer, state: State,
+                          delete_sources: bool = False) -> dict[str, Any]:
+    kb = state.require()
+    nb = await kb.notebooks.get_notebook(ref)
+    await kb.notebooks.delete_notebook(nb, delete_exclusive_sources=delete_sources)
+    return {"deleted": id_text(nb.id), "name": nb.name}
+
+
+# ----- jobs ---------------------------------------------------------------------------
+@router.get("/jobs", tags=["jobs"], summary="Background jobs, newest first")
+async def jobs(who: Reader, state: State, status: str | None = None,
+               kind: str | None = None,
+               limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
+    if status is not None and status not in JOB_STATUSES:
+        raise ApiError(422, "invalid_parameter",
+                       f"status must be one of {', '.join(JOB_STATUSES)}, got {status!r}")
+    rows = await state.require().jobs.list(status=status, kind=kind)
+    return {"jobs": [job_view(j) for j in reversed(rows[-limit:])]}
+
+
+@router.get("/jobs/{job_id}", tags=["jobs"], summary="A job: status, progress, result")
+async def job(job_id: str, who: Reader, state: State) -> dict[str, Any]:
+    return job_view(await state.require().jobs.get(job_id))
+
+
+@router.get("/jobs/{job_id}/events", tags=["jobs"],
+            summary="A job's progress as Server-Sent Events, until it is done or failed",
+            response_class=StreamingResponse,
+            responses={200: {"content": {"text/event-stream": {}},
+                             "description": "`event: job` with the job as JSON at each "
+                                            "change; `event: end` when it finished"}})
+async def job_events(job_id: str, request: Request, who: Reader,
+                     state: State) -> StreamingResponse:
+    kb = state.require()
+    first = await kb.jobs.get(job_id)  # 404 before the stream starts
+    return StreamingResponse(_job_stream(kb, state, request, first),
+                             media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _event(name: str, data: Any) -> str:
+    return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+async def _job_stream(kb: KnowledgeBase, state: ServerState, request: Request,
+                      first: Job) -> AsyncIterator[str]:
+    queue = kb.jobs.subscribe()
+    try:
+        current, last, quiet_since = first, None, time.monotonic()
+        # the job may have moved between the first read and the subscription
+        current = await kb.jobs.get(first.id)
+        while True:
+            view = job_view(current)
+            if view != last:
+                yield _event("job", view)
+                last, quiet_since = view, time.monotonic()
+            if current.finished:
+                yield _event("end", {"id": view["id"], "status": view["status"]})
+                return
+            try:
+                changed = await asyncio.wait_for(queue.get(), timeout=1.0)
+                if changed.id == first.id:
+                    current = changed
+                continue
+            except asyncio.TimeoutError:
+                pass
+            if state.closing.is_set() or await request.is_disconnected():
+                return
+            current = await kb.jobs.get(first.id)  # run by another process, perhaps
+            if time.monotonic() - quiet_since > SSE_HEARTBEAT_SECONDS:
+                quiet_since = time.monotonic()
+                yield ": keep-alive\n\n"
+    finally:
+        kb.jobs.unsubscribe(queue)
+

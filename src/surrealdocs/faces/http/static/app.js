@@ -1,0 +1,635 @@
+// surrealdocs: the search page. Plain JavaScript against the /v1 API; text from documents
+// is only ever placed with textContent (never as HTML).
+"use strict";
+
+(() => {
+  const $ = (sel) => document.querySelector(sel);
+  const KEY_STORAGE = "surrealdocs.key";
+  // the stop words the BM25 leg drops (surrealdocs.parts.analyzer.STOP_WORDS)
+  const STOP = new Set(("a about above after again against all am an and any are as at be because been " +
+    "before being below between both but by can could did do does doing down during each few for from " +
+    "further had has have having he her here hers herself him himself his how i if in into is it its " +
+    "itself just me more most my myself no nor not of off on once only or other our ours ourselves out " +
+    "over own same she should so some such than that the their theirs them themselves then there these " +
+    "they this those through to too under until up very was we were what when where which while who " +
+    "whom why will with would you your yours yourself yourselves").split(" "));
+
+  const state = {
+    mode: "hybrid",
+    notebooks: [],
+    info: null,
+    hits: [],
+    terms: [],
+    doc: null,       // the document open in the viewer
+    chunkAt: -1,     // which of its chunks is highlighted
+    searchSeq: 0,
+  };
+
+  // ----- talking to the API --------------------------------------------------------
+  function apiKey() {
+    try { return localStorage.getItem(KEY_STORAGE) || ""; } catch (e) { return ""; }
+  }
+  function headers(extra) {
+    const h = Object.assign({ Accept: "application/json" }, extra || {});
+    const key = apiKey();
+    if (key) h.Authorization = "Bearer " + key;
+    return h;
+  }
+  class ApiError extends Error {
+    constructor(status, code, message) { super(message); this.status = status; this.code = code; }
+  }
+  async function api(path, options) {
+    options = options || {};
+    const init = { method: options.method || "GET", headers: headers(options.headers) };
+    if (options.json !== undefined) {
+      init.body = JSON.stringify(options.json);
+      init.headers["Content-Type"] = "application/json";
+    }
+    let response;
+    try {
+      response = await fetch(path, init);
+    } catch (e) {
+      throw new ApiError(0, "network", "the server cannot be reached");
+    }
+    let body = null;
+    try { body = await response.json(); } catch (e) { body = null; }
+    if (!response.ok) {
+      const err = (body && body.error) || {};
+      const error = new ApiError(response.status, err.code || "error",
+        err.message || response.statusText || "request failed");
+      if (response.status === 401) needKey(error.message);
+      throw error;
+    }
+    return body;
+  }
+  const enc = encodeURIComponent;
+
+  // ----- small helpers ---------------------------------------------------------------
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (name === "class") node.className = value;
+      else if (name === "text") node.textContent = value;
+      else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+      else node.setAttribute(name, value === true ? "" : value);
+    }
+    for (const child of children.flat()) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+  function bytes(n) {
+    if (n < 1000) return n + " B";
+    const units = ["kB", "MB", "GB", "TB"];
+    let i = -1;
+    do { n /= 1000; i++; } while (n >= 1000 && i < units.length - 1);
+    return (n >= 10 ? n.toFixed(0) : n.toFixed(1)) + " " + units[i];
+  }
+  function baseName(source) {
+    const s = String(source || "").replace(/^[a-z][a-z0-9+.-]*:\/\//i, "");
+    const parts = s.split("/").filter(Boolean);
+    return parts.length ? parts[parts.length - 1] : String(source || "");
+  }
+  function banner(message, kind) {
+    const b = $("#banner");
+    if (!message) { b.hidden = true; return; }
+    b.textContent = message;
+    b.className = "banner" + (kind ? " " + kind : "");
+    b.hidden = false;
+  }
+
+  // ----- highlighting ------------------------------------------------------------------
+  // The query's words (stop words out, as the BM25 leg does), each matched as a word
+  // prefix of its rough stem, so "herons" also marks "heron".
+  function queryTerms(q) {
+    const words = (String(q).toLowerCase().match(/[\p{L}\p{N}]+/gu) || []);
+    const kept = words.filter((w) => !STOP.has(w));
+    const stems = (kept.length ? kept : words).map((w) =>
+      w.length > 5 ? w.replace(/(ing|ed|es|s|ly|ion|ions)$/u, "") : w.replace(/s$/u, ""));
+    return [...new Set(stems.filter((w) => w.length > 0))].sort((a, b) => b.length - a.length);
+  }
+  function termPattern(terms) {
+    if (!terms.length) return null;
+    const escaped = terms.map((t) => t.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+    return new RegExp("(?<![\\p{L}\\p{N}])(?:" + escaped.join("|") + ")[\\p{L}\\p{N}]*", "giu");
+  }
+  // Append `text` to `parent`, words of `terms` wrapped in <mark>.
+  function appendMarked(parent, text, pattern) {
+    if (!pattern) { parent.append(text); return; }
+    let last = 0;
+    pattern.lastIndex = 0;
+    for (const m of text.matchAll(pattern)) {
+      if (m.index > last) parent.append(text.slice(last, m.index));
+      parent.append(el("mark", { text: m[0] }));
+      last = m.index + m[0].length;
+    }
+    if (last < text.length) parent.append(text.slice(last));
+  }
+  // A window of the chunk around its first match (whole chunk when short).
+  function snippet(text, pattern, size) {
+    const clean = String(text).replace(/\s+/g, " ").trim();
+    if (clean.length <= size) return clean;
+    let at = 0;
+    if (pattern) {
+      pattern.lastIndex = 0;
+      const m = pattern.exec(clean);
+      if (m) at = m.index;
+    }
+    let start = Math.max(0, at - Math.floor(size / 3));
+    if (start > 0) { const sp = clean.indexOf(" ", start); if (sp >= 0 && sp < at) start = sp + 1; }
+    let end = Math.min(clean.length, start + size);
+    if (end < clean.length) { const sp = clean.lastIndexOf(" ", end); if (sp > start) end = sp; }
+    return (start > 0 ? "… " : "") + clean.slice(start, end) + (end < clean.length ? " …" : "");
+  }
+
+  // ----- search ------------------------------------------------------------------------
+  function setMode(mode) {
+    state.mode = mode;
+    for (const b of document.querySelectorAll(".modes button")) {
+      b.setAttribute("aria-checked", String(b.dataset.mode === mode));
+    }
+  }
+  function syncUrl(q) {
+    const params = new URLSearchParams();
+    if (q) params.set("q", q);
+    if (state.mode !== "hybrid") params.set("mode", state.mode);
+    if ($("#notebook").value) params.set("notebook", $("#notebook").value);
+    const url = params.toString() ? "?" + params.toString() : location.pathname;
+    history.replaceState(null, "", url);
+  }
+
+  async function search() {
+    const q = $("#q").value.trim();
+    syncUrl(q);
+    if (!q) { renderHits([], ""); return; }
+    const seq = ++state.searchSeq;
+    const params = new URLSearchParams({ query: q, mode: state.mode, limit: "20" });
+    if ($("#notebook").value) params.set("notebook", $("#notebook").value);
+    $("#empty").hidden = true;
+    $("#summary").textContent = "Searching…";
+    $("#results").replaceChildren(el("li", { class: "skeleton" }), el("li", { class: "skeleton" }));
+    try {
+      const result = await api("/v1/search?" + params.toString());
+      if (seq !== state.searchSeq) return;  // a newer search is under way
+      state.terms = queryTerms(q);
+      renderHits(result.hits, q, result.took_ms, result.notice);
+    } catch (e) {
+      if (seq !== state.searchSeq) return;
+      $("#results").replaceChildren();
+      $("#summary").textContent = "";
+      banner("Search failed: " + e.message, "error");
+    }
+  }
+
+  function renderHits(hits, q, tookMs, notice) {
+    state.hits = hits;
+    const list = $("#results");
+    list.replaceChildren();
+    banner("");
+    if (!q) {
+      $("#summary").textContent = "";
+      $("#empty").hidden = false;
+      return;
+    }
+    $("#empty").hidden = true;
+    $("#summary").textContent = hits.length
+      ? `${hits.length} passage${hits.length === 1 ? "" : "s"} · ${state.mode} · ${Math.round(tookMs)} ms`
+      : notice ? `No passages: ${notice}.`
+        : "No passages match. Try other words, or the Vector mode for meaning.";
+    const pattern = termPattern(state.terms);
+    hits.forEach((hit, i) => {
+      const text = el("p", { class: "snippet" });
+      appendMarked(text, snippet(hit.content, pattern, 340), pattern);
+      const meta = el("div", { class: "hit-meta" },
+        el("span", { class: "source", text: hit.source }),
+        hit.context ? el("span", { class: "section", text: hit.context }) : null,
+        hit.page ? el("span", { text: hit.last_page && hit.last_page !== hit.page
+          ? `pages ${hit.page}–${hit.last_page}` : `page ${hit.page}` }) : null,
+        state.mode === "hybrid" ? el("span", {
+          text: `text #${hit.text_rank || "–"} · vector #${hit.vector_rank || "–"}`,
+          title: "Rank of this passage in each leg of the hybrid search" }) : null);
+      const button = el("button", {
+        class: "hit", type: "button", "data-index": String(i),
+        "aria-label": `Open ${hit.title || baseName(hit.source)} at this passage`,
+        onclick: () => openHit(i) },
+        el("div", { class: "hit-head" },
+          el("span", { class: "hit-title", text: hit.title || baseName(hit.source) }),
+          el("span", { class: "score", title: "score", text: hit.score.toFixed(3) })),
+        meta, text);
+      list.append(el("li", {}, button));
+    });
+  }
+
+  // ----- the document viewer --------------------------------------------------------------
+  async function openHit(i) {
+    const hit = state.hits[i];
+    if (!hit) return;
+    const viewer = $("#viewer");
+    $("#viewer-title").textContent = hit.title || baseName(hit.source);
+    $("#viewer-meta").textContent = hit.source;
+    $("#viewer-body").replaceChildren(el("p", { class: "loading", text: "Loading the document…" }));
+    if (!viewer.open) viewer.showModal();
+    try {
+      const doc = await api("/v1/documents/" + enc(hit.document_id));
+      state.doc = doc;
+      const chunks = doc.chunks || [];
+      let at = chunks.findIndex((c) => c.chunk_id === hit.chunk_id);
+      if (at < 0) at = chunks.findIndex((c) => c.char_start === hit.char_start);
+      showChunk(at >= 0 ? at : -1, { start: hit.char_start, end: hit.char_end });
+    } catch (e) {
+      $("#viewer-body").replaceChildren(el("p", { class: "loading", text: "Cannot open it: " + e.message }));
+    }
+  }
+
+  function showChunk(index, span) {
+    const doc = state.doc;
+    if (!doc) return;
+    const chunks = doc.chunks || [];
+    state.chunkAt = index;
+    const chunk = index >= 0 ? chunks[index] : null;
+    const start = chunk ? chunk.char_start : span.start;
+    const end = chunk ? chunk.char_end : span.end;
+    const text = doc.content || "";
+    const pattern = termPattern(state.terms);
+    const body = $("#viewer-body");
+    const mark = el("span", { class: "chunk", id: "current-chunk" });
+    appendMarked(mark, text.slice(start, end), pattern);
+    body.replaceChildren(text.slice(0, start), mark, text.slice(end));
+    const pages = chunk && chunk.page ? (chunk.last_page && chunk.last_page !== chunk.page
+      ? ` · pages ${chunk.page}–${chunk.last_page}` : ` · page ${chunk.page}`) : "";
+    const where = chunk ? ` · passage ${index + 1} of ${chunks.length}` : "";
+    $("#viewer-meta").textContent = `${doc.source || doc.id}${pages}${where} · characters ${start}–${end}`;
+    $("#prev-chunk").disabled = !chunk || index <= 0;
+    $("#next-chunk").disabled = !chunk || index >= chunks.length - 1;
+    requestAnimationFrame(() => mark.scrollIntoView({ block: "center" }));
+  }
+
+  // ----- uploads ---------------------------------------------------------------------------
+  const STATUS_TEXT = {
+    ingested: ["ok", "added"], updated: ["ok", "updated"], unchanged: ["ok", "unchanged"],
+    duplicate: ["ok", "duplicate of a stored text"], empty: ["warn", "no text found"],
+    failed: ["bad", "failed"],
+  };
+
+  function uploadFiles(fileList) {
+    const files = Array.from(fileList || []);
+    if (!files.length) return;
+    if (state.info && !state.info.can_write) {
+      banner("This key is read-only: it cannot add documents.", "error");
+      return;
+    }
+    const limits = (state.info && state.info.limits) || {};
+    const rows = new Map();
+    const accepted = [];
+    for (const file of files) {
+      const name = file.webkitRelativePath || file.name;
+      const row = uploadRow(name, file.size);
+      if (limits.max_file_bytes && file.size > limits.max_file_bytes) {
+        setRow(row, "failed", "bad", "too large", `over the limit of ${bytes(limits.max_file_bytes)} per file`);
+        continue;
+      }
+      rows.set("upload://" + name.replace(/\\/g, "/").split("/").filter((p) => p && p !== "." && p !== "..").join("/"), row);
+      accepted.push({ file, name, row });
+    }
+    if (!accepted.length) return;
+    const form = new FormData();
+    for (const a of accepted) form.append("files", a.file, a.name);
+    const notebook = $("#upload-notebook").value;
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", "/v1/uploads" + (notebook ? "?notebook=" + enc(notebook) : ""));
+    const h = headers();
+    for (const [k, v] of Object.entries(h)) xhr.setRequestHeader(k, v);
+    // one request carries the files one after the other: each file's share of the bytes sent
+    const total = accepted.reduce((n, a) => n + a.file.size, 0) || 1;
+    xhr.upload.addEventListener("progress", (ev) => {
+      let sent = ev.loaded * (total / (ev.total || total));
+      for (const a of accepted) {
+        const part = Math.max(0, Math.min(1, sent / (a.file.size || 1)));
+        sent -= a.file.size;
+        setBar(a.row, part * 0.5);
+        if (part < 1) a.row.state.textContent = `uploading ${Math.round(part * 100)}%`;
+        else a.row.state.textContent = "waiting";
+      }
+    });
+    xhr.addEventListener("load", () => {
+      let body = null;
+      try { body = JSON.parse(xhr.responseText); } catch (e) { body = null; }
+      if (xhr.status !== 202 || !body || !body.job) {
+        const err = (body && body.error) || {};
+        for (const a of accepted) setRow(a.row, "failed", "bad", "not uploaded", err.message || `HTTP ${xhr.status}`);
+        if (xhr.status === 401) needKey(err.message);
+        return;
+      }
+      // the server names each file (a name another file holds gets " (2)"): follow those
+      rows.clear();
+      (body.files || []).forEach((f, i) => {
+        const a = accepted[i];
+        if (!a) return;
+        rows.set(f.source, a.row);
+        if (f.renamed_from) {
+          a.row.reason.textContent = `another file has this name: stored as ${f.source.replace(/^upload:\/\//, "")}`;
+          a.row.reason.className = "upload-reason warn";
+          a.row.reason.hidden = false;
+        }
+      });
+      for (const a of accepted) { setBar(a.row, 0.5); a.row.state.textContent = "queued"; }
+      followJob(body.job.id, rows);
+    });
+    xhr.addEventListener("error", () => {
+      for (const a of accepted) setRow(a.row, "failed", "bad", "not uploaded", "the connection failed");
+    });
+    xhr.send(form);
+  }
+
+  function uploadRow(name, size) {
+    const bar = el("span");
+    const stateEl = el("span", { class: "upload-state", text: "starting" });
+    const reason = el("div", { class: "upload-reason", hidden: true });
+    const li = el("li", { class: "upload", "data-name": name },
+      el("div", { class: "upload-line" },
+        el("span", { class: "upload-name", title: name, text: `${baseName(name)} · ${bytes(size)}` }), stateEl),
+      el("div", { class: "progress" }, bar), reason);
+    $("#uploads").prepend(li);
+    return { li, bar, state: stateEl, reason };
+  }
+  function setBar(row, fraction) { row.bar.style.width = Math.round(fraction * 100) + "%"; }
+  function setRow(row, status, tone, text, reason) {
+    row.li.classList.toggle("failed", tone === "bad");
+    row.li.classList.toggle("done", tone !== "bad");
+    row.li.dataset.status = status;
+    row.state.className = "upload-state " + tone;
+    row.state.textContent = text;
+    setBar(row, 1);
+    if (reason) {
+      row.reason.textContent = reason;
+      row.reason.className = "upload-reason" + (tone === "warn" ? " warn" : "");
+      row.reason.hidden = false;
+    }
+  }
+
+  function applyJob(job, rows) {
+    const result = job.result || {};
+    for (const r of result.results || []) {
+      const row = rows.get(r.source);
+      if (!row || row.li.dataset.status) continue;
+      const [tone, text] = STATUS_TEXT[r.status] || ["ok", r.status];
+      const passages = r.chunks === 1 ? "1 passage" : `${r.chunks} passages`;
+      setRow(row, r.status, tone, r.chunks ? `${text} · ${passages}` : text, r.reason);
+    }
+    for (const row of rows.values()) {
+      if (row.li.dataset.status) continue;
+      if (job.status === "running") { row.state.textContent = "reading…"; setBar(row, 0.5 + 0.4 * (job.progress || 0)); }
+      if (job.status === "failed") setRow(row, "failed", "bad", "failed", job.error || "the job failed");
+      if (job.status === "done") setRow(row, "done", "ok", "done");
+    }
+  }
+
+  // Server-Sent Events through fetch (so the key can go in a header), with polling as the
+  // fallback.
+  async function followJob(id, rows) {
+    const path = "/v1/jobs/" + enc(id);
+    let finished = false;
+    try {
+      const response = await fetch(path + "/events", { headers: headers({ Accept: "text/event-stream" }) });
+      if (!response.ok || !response.body) throw new Error("no stream");
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          const block = buffer.slice(0, cut);
+          buffer = buffer.slice(cut + 2);
+          let event = "message", data = "";
+          for (const line of block.split("\n")) {
+            if (line.startsWith("event:")) event = line.slice(6).trim();
+            else if (line.startsWith("data:")) data += line.slice(5).trim();
+          }
+          if (event === "job" && data) {
+            const job = JSON.parse(data);
+            applyJob(job, rows);
+            if (job.status === "done" || job.status === "failed") finished = true;
+          }
+        }
+      }
+    } catch (e) { /* fall back to polling below */ }
+    while (!finished) {
+      try {
+        const job = await api(path);
+        applyJob(job, rows);
+        finished = job.status === "done" || job.status === "failed";
+      } catch (e) { if (e.status === 404) break; }
+      if (!finished) await new Promise((r) => setTimeout(r, 1000));
+    }
+    refreshSide();
+  }
+
+  // ----- notebooks, stats, key -----------------------------------------------------------
+  function fillNotebookSelect(select, first, keep) {
+    const current = keep !== undefined ? keep : select.value;
+    select.replaceChildren(el("option", { value: "", text: first }),
+      ...state.notebooks.map((nb) => el("option", { value: nb.id, text: nb.name })));
+    select.value = state.notebooks.some((nb) => nb.id === current) ? current : "";
+  }
+  function renderNotebooks() {
+    const scope = $("#notebook").value;
+    const list = $("#notebooks");
+    list.replaceChildren();
+    if (!state.notebooks.length) {
+      list.append(el("li", { class: "muted small", text: "None yet: group sources to search them alone." }));
+    }
+    const writable = !state.info || state.info.can_write;
+    for (const nb of state.notebooks) {
+      list.append(el("li", {},
+        el("button", {
+          class: "nb" + (nb.id === scope ? " active" : ""), type: "button",
+          title: nb.description || `Search within ${nb.name}`,
+          onclick: () => { $("#notebook").value = nb.id === scope ? "" : nb.id; renderNotebooks(); search(); } },
+          el("span", { text: nb.name }), el("span", { class: "count", text: String(nb.source_count || 0) })),
+        writable ? el("button", {
+          class: "delete", type: "button", title: `Delete ${nb.name} (its sources stay)`,
+          "aria-label": `Delete notebook ${nb.name}`, onclick: () => deleteNotebook(nb) }, "✕") : null));
+    }
+  }
+  async function loadNotebooks(keep) {
+    try {
+      const out = await api("/v1/notebooks");
+      state.notebooks = out.notebooks || [];
+    } catch (e) { state.notebooks = []; }
+    fillNotebookSelect($("#notebook"), "All documents", keep);
+    fillNotebookSelect($("#upload-notebook"), "None");
+    renderNotebooks();
+  }
+  async function deleteNotebook(nb) {
+    if (!confirm(`Delete the notebook “${nb.name}”? Its sources stay in the store.`)) return;
+    try { await api("/v1/notebooks/" + enc(nb.id), { method: "DELETE" }); }
+    catch (e) { banner("Cannot delete it: " + e.message, "error"); }
+    loadNotebooks();
+  }
+  async function loadStats() {
+    const dl = $("#stats");
+    try {
+      const s = await api("/v1/stats");
+      const rows = [["Documents", s.documents], ["Passages", s.chunks], ["Notebooks", s.notebooks],
+        ["Model", `${s.model} (${s.dimension})`], ["Not yet in the vector graph", s.vectors_outside_graph]];
+      dl.replaceChildren(...rows.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: String(v) })]));
+    } catch (e) {
+      dl.replaceChildren(el("dt", { text: "Unavailable" }), el("dd", { text: e.message }));
+    }
+  }
+  function refreshSide() { loadNotebooks(); loadStats(); }
+
+  async function loadInfo() {
+    try {
+      state.info = await api("/v1/info");
+    } catch (e) {
+      banner("The server cannot be reached: " + e.message, "error");
+      return false;
+    }
+    const info = state.info;
+    const button = $("#key-button");
+    button.classList.toggle("set", !!apiKey() && info.authenticated && info.auth_required);
+    button.classList.toggle("needed", !!info.auth_required && !info.authenticated);
+    $("#key-label").textContent = info.key ? info.key.name + (info.key.read_only ? " (read-only)" : "") : "Key";
+    button.hidden = !info.auth_required && !apiKey();
+    const limits = info.limits || {};
+    $("#limits").textContent = limits.max_file_bytes ? `Up to ${bytes(limits.max_file_bytes)} per file.` : "";
+    $("#upload-panel").hidden = !info.can_write && info.authenticated;
+    $("#new-notebook").hidden = !info.can_write;
+    if (info.state !== "ready") {
+      banner(`The server is ${info.state}…`);
+      setTimeout(start, 1000);
+      return false;
+    }
+    if (info.auth_required && !info.authenticated) {
+      needKey(apiKey() ? "This key is not accepted." : "This server needs an API key.");
+      return false;
+    }
+    return true;
+  }
+  function needKey(message) {
+    banner((message || "An API key is needed.") + " Click the key button to enter one.", "error");
+    const dialog = $("#key-dialog");
+    $("#key-status").textContent = message || "";
+    $("#key-status").className = "small bad";
+    $("#key-button").hidden = false;
+    $("#key-button").classList.add("needed");
+    if (!dialog.open) { $("#key-input").value = apiKey(); dialog.showModal(); }
+  }
+
+  async function start() {
+    // the search in the address (a shared link, a reload) shows at once, runs once allowed
+    const params = new URLSearchParams(location.search);
+    if (["hybrid", "vector", "text"].includes(params.get("mode"))) setMode(params.get("mode"));
+    if (params.get("q") && !$("#q").value) $("#q").value = params.get("q");
+    if (await loadInfo()) {
+      banner("");
+      await loadNotebooks(params.get("notebook") || "");
+      loadStats();
+      if ($("#q").value.trim()) search();
+    }
+  }
+
+  // ----- wiring ------------------------------------------------------------------------------
+  function wire() {
+    $("#search-form").addEventListener("submit", (e) => { e.preventDefault(); search(); });
+    for (const b of document.querySelectorAll(".modes button")) {
+      b.addEventListener("click", () => { setMode(b.dataset.mode); if ($("#q").value.trim()) search(); });
+    }
+    $("#notebook").addEventListener("change", () => { renderNotebooks(); if ($("#q").value.trim()) search(); });
+
+    const drop = $("#dropzone"), input = $("#file-input");
+    drop.addEventListener("click", () => input.click());
+    drop.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); input.click(); } });
+    input.addEventListener("change", () => { uploadFiles(input.files); input.value = ""; });
+    for (const type of ["dragenter", "dragover"]) {
+      drop.addEventListener(type, (e) => { e.preventDefault(); drop.classList.add("over"); });
+    }
+    for (const type of ["dragleave", "dragend"]) drop.addEventListener(type, () => drop.classList.remove("over"));
+    drop.addEventListener("drop", (e) => {
+      e.preventDefault();
+      e.stopPropagation();  // not again by the page's own drop handler below
+      drop.classList.remove("over");
+      uploadFiles(e.dataTransfer && e.dataTransfer.files);
+    });
+    // dropping anywhere on the page uploads too, instead of the browser opening the file
+    window.addEventListener("dragover", (e) => e.preventDefault());
+    window.addEventListener("drop", (e) => { e.preventDefault(); uploadFiles(e.dataTransfer && e.dataTransfer.files); });
+
+    $("#new-notebook").addEventListener("click", () => {
+      const form = $("#notebook-form");
+      form.hidden = !form.hidden;
+      if (!form.hidden) $("#notebook-name").focus();
+    });
+    $("#notebook-form").addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const name = $("#notebook-name").value.trim();
+      if (!name) return;
+      try {
+        const nb = await api("/v1/notebooks", { method: "POST", json: { name } });
+        $("#notebook-name").value = "";
+        $("#notebook-form").hidden = true;
+        await loadNotebooks();
+        $("#upload-notebook").value = nb.id;
+        loadStats();
+      } catch (err) { banner("Cannot create it: " + err.message, "error"); }
+    });
+
+    $("#viewer-close").addEventListener("click", () => $("#viewer").close());
+    $("#viewer").addEventListener("click", (e) => { if (e.target === $("#viewer")) $("#viewer").close(); });
+    $("#viewer").addEventListener("close", () => {
+      const i = state.hits.findIndex((h) => state.doc && h.document_id === state.doc.id);
+      const button = document.querySelector(`.hit[data-index="${Math.max(i, 0)}"]`);
+      if (button) button.focus();
+    });
+    $("#prev-chunk").addEventListener("click", () => showChunk(state.chunkAt - 1));
+    $("#next-chunk").addEventListener("click", () => showChunk(state.chunkAt + 1));
+
+    $("#key-button").addEventListener("click", () => {
+      $("#key-input").value = apiKey();
+      $("#key-status").textContent = "";
+      $("#key-dialog").showModal();
+    });
+    $("#key-cancel").addEventListener("click", () => $("#key-dialog").close());
+    $("#key-clear").addEventListener("click", () => {
+      try { localStorage.removeItem(KEY_STORAGE); } catch (e) { /* private mode */ }
+      $("#key-dialog").close();
+      start();
+    });
+    $("#key-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      const key = $("#key-input").value.trim();
+      try { if (key) localStorage.setItem(KEY_STORAGE, key); else localStorage.removeItem(KEY_STORAGE); }
+      catch (err) { /* private mode */ }
+      $("#key-dialog").close();
+      start();
+    });
+
+    document.addEventListener("keydown", (e) => {
+      const typing = /^(INPUT|TEXTAREA|SELECT)$/.test(document.activeElement.tagName);
+      if ($("#viewer").open) {
+        if (e.key === "j" || (e.key === "ArrowDown" && e.altKey)) { e.preventDefault(); if (!$("#next-chunk").disabled) showChunk(state.chunkAt + 1); }
+        if (e.key === "k" || (e.key === "ArrowUp" && e.altKey)) { e.preventDefault(); if (!$("#prev-chunk").disabled) showChunk(state.chunkAt - 1); }
+        return;
+      }
+      if (e.key === "/" && !typing && !$("#key-dialog").open) { e.preventDefault(); $("#q").focus(); $("#q").select(); return; }
+      if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+        const hits = [...document.querySelectorAll(".hit")];
+        if (!hits.length) return;
+        const at = hits.indexOf(document.activeElement);
+        if (at < 0 && document.activeElement !== $("#q")) return;
+        e.preventDefault();
+        const next = e.key === "ArrowDown" ? Math.min(at + 1, hits.length - 1) : at - 1;
+        if (next < 0) $("#q").focus(); else hits[next].focus();
+      }
+    });
+  }
+
+  wire();
+  start();
+})();
