@@ -203,7 +203,7 @@ def test_list_and_show_what_is_stored(tmp_path: Path, monkeypatch: pytest.Monkey
     assert [d["source"] for d in pdf["documents"]] == [str(docs / "quarterly-report.pdf")]
     nb = json.loads(run("list", *db, "--json", "--notebook", "Research")[1])
     assert [d["source"] for d in nb["documents"]] == [str(docs / "bm25.txt")]
-    later = json.loads(run("list", *db, "--json", "--after", "2999-01-01")[1])
+    later = json.loads(run("list", *db, "--json", "--created-after", "2999-01-01")[1])
     assert later["total"] == 0
     code, out = run("show", str(docs / "bm25.txt"), *db, "--json")
     shown = json.loads(out)

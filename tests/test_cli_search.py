@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from conftest import SAMPLES
 from surrealdocs import KnowledgeBase, Settings
+from surrealdocs.embed import get_embedder
 from surrealdocs.faces.cli import app
 
 runner = CliRunner()
@@ -68,6 +69,7 @@ def same(cli: list[dict[str, Any]], lib: list[dict[str, Any]]) -> None:
 
 
 MIDDLE = "MIDDLE"  # replaced by the time between the two `add` calls
+VECTOR = "VECTOR"  # replaced by the vector of another text, by the store's model
 
 OPTIONS: list[tuple[list[str], dict[str, Any]]] = [
     (["--mode", "text"], {"mode": "text"}),
@@ -79,11 +81,13 @@ OPTIONS: list[tuple[list[str], dict[str, Any]]] = [
     (["--mime-type", "text/plain", "--mime-type", "application/pdf"],
      {"mime_type": ["text/plain", "application/pdf"]}),
     (["--topic", "late"], {"topics": ["late"]}),
-    (["--after", MIDDLE], {"created_after": MIDDLE}),
-    (["--before", MIDDLE], {"created_before": MIDDLE}),
+    (["--created-after", MIDDLE], {"created_after": MIDDLE}),
+    (["--created-before", MIDDLE], {"created_before": MIDDLE}),
     (["--per-document"], {"per_document": True}),
     (["--fusion", "rrf"], {"fusion": "rrf"}),
     (["--fusion", "minmax"], {"fusion": "minmax"}),
+    (["--fusion", "rrf", "--rrf-k", "2"], {"fusion": "rrf", "rrf_k": 2}),
+    (["--mode", "vector", "--query-vector", VECTOR], {"mode": "vector", "query_vector": VECTOR}),
     (["--candidates", "3"], {"candidates": 3}),
     (["--text-weight", "0.1"], {"text_weight": 0.1}),
     (["--vector-weight", "0.1"], {"vector_weight": 0.1}),
@@ -94,8 +98,11 @@ OPTIONS: list[tuple[list[str], dict[str, Any]]] = [
 def test_notebook_search_honours_every_option(store: dict[str, Any], args: list[str],
                                               kwargs: dict[str, Any]) -> None:
     middle = store["middle"]
-    args = [middle.isoformat().replace("+00:00", "") if a == MIDDLE else a for a in args]
-    kwargs = {k: (middle if v == MIDDLE else v) for k, v in kwargs.items()}
+    vector = get_embedder("hashing-64").embed_query("a graph of neighbours").tolist()
+    args = [middle.isoformat().replace("+00:00", "") if a == MIDDLE
+            else json.dumps(vector) if a == VECTOR else a for a in args]
+    kwargs = {k: (middle if v == MIDDLE else vector if v == VECTOR else v)
+              for k, v in kwargs.items()}
     with_option = cli_hits(store, *args)
     same(with_option, library_hits(store, **kwargs))
     assert with_option, "the option should leave some hits to compare"

@@ -95,7 +95,7 @@ async def check_tools(client: Client, *, writes: bool) -> None:
     assert search.input_schema["required"] == ["query"]
     assert props["mode"]["enum"] == ["hybrid", "vector", "text"]
     assert props["limit"]["minimum"] == 1 and props["limit"]["maximum"] == 50
-    assert {"notebook", "source", "mime_type", "topics", "ingested_after", "ingested_before",
+    assert {"notebook", "source", "mime_type", "topics", "created_after", "created_before",
             "per_document", "min_score", "snippet_chars"} <= set(props)
     assert all(p.get("description") for p in props.values())
     assert "truncated" in (search.description or "")
@@ -133,11 +133,11 @@ async def check_read_tools(client: Client, max_chars: int) -> None:
         "query": "revenue", "mime_type": ["application/pdf"], "source": "*.pdf"}))
     assert pdf["hits"] and all(h["mime_type"] == "application/pdf" for h in pdf["hits"])
     assert data(await client.call_tool("search", {
-        "query": "revenue", "ingested_after": "2999-01-01T00:00:00Z"}))["hits"] == []
+        "query": "revenue", "created_after": "2999-01-01T00:00:00Z"}))["hits"] == []
     common = data(await client.call_tool("search", {"query": "The and the of"}))
     assert common["hits"] == [] and "common word (the, and, of)" in common["notice"]
     assert data(await client.call_tool("search", {
-        "query": "revenue", "ingested_before": "2999-01-01"}))["hits"]
+        "query": "revenue", "created_before": "2999-01-01"}))["hits"]
 
     # Errors are tool errors with their message, never tracebacks.
     assert "no notebook 'Nope'" in error(await client.call_tool(

@@ -611,7 +611,7 @@ def test_page_openapi_and_static(tmp_path: Path) -> None:
                      "/v1/ready", "/v1/chunks/{chunk_id}/passage"):
             assert path in paths, path
         assert "multipart/form-data" in paths["/v1/uploads"]["post"]["requestBody"]["content"]
-        assert "query_vector" in spec["components"]["schemas"]["SearchRequest"]["properties"]
+        assert "query_vector" in spec["components"]["schemas"]["SearchBody"]["properties"]
 
 
 # ----- restarts ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from .core.notebook_service import (
     SourceEmbedding,
     SourceMatch,
 )
+from .core.search_request import SearchRequest
 from .embed import Embedder, get_embedder
 from .errors import (
     ConfigurationError,
@@ -67,6 +68,7 @@ __all__ = [
     "SchemaMismatchError",
     "SchemaNotInitializedError",
     "SchemaVersionError",
+    "SearchRequest",
     "Settings",
     "Source",
     "SourceEmbedding",

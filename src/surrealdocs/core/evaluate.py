@@ -25,7 +25,7 @@ from ..embed import Embedder, get_embedder
 from ..errors import ConfigurationError
 from ..store.connection import REMOTE_SCHEMES, resolve_url
 from .kb import KnowledgeBase
-from .search import MODES
+from .search_request import MODES
 
 EVAL_MODES = ("text", "vector", "hybrid")
 DEPTH = 100  # documents retrieved per query: enough for Recall@100

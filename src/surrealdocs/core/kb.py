@@ -51,6 +51,7 @@ from .job_runner import JobService
 from .key_service import ApiKeyService
 from .notebook_service import Notebook, NotebookService
 from .search import Searcher, query_words
+from .search_request import SearchRequest
 from .sync import Syncer, check_glob
 
 T = TypeVar("T")
@@ -348,8 +349,9 @@ class KnowledgeBase:
         return deleted
 
     # ----- search ----------------------------------------------------------------------
-    async def search(self, query: str | None = None, *, mode: str = "hybrid", limit: int = 10,
-                     min_score: float | None = None, source: str | None = None,
+    async def search(self, query: str | SearchRequest | None = None, *, mode: str = "hybrid",
+                     limit: int = 10, min_score: float | None = None,
+                     source: str | None = None,
                      mime_type: str | Sequence[str] | None = None,
                      notebook: Notebook | Any = None, topics: Sequence[str] | None = None,
                      created_after: dt.datetime | None = None,
@@ -360,29 +362,33 @@ class KnowledgeBase:
                      query_vector: Sequence[float] | None = None) -> list[Hit]:
         """Search by ``mode``: ``hybrid`` (default), ``vector`` or ``text`` (BM25).
 
-        Filters, applied inside the query: ``source`` (a glob over sources), ``mime_type``
-        (one or several), ``notebook`` (a Notebook, its id or its name: its sources only,
-        and vector search walks its own graph), ``topics`` (any of them),
-        ``created_after``/``created_before`` (when the source was ingested).
-
-        Scores are 0-1 in every mode (higher is better): text, the hit's BM25 as a share of
-        the most the query could score; vector, the cosine similarity; hybrid, the fused
-        z-scores through the logistic (0.5: an average candidate). ``min_score`` drops hits
-        scoring below it. Hybrid search fuses ``candidates`` hits of
-        each leg with ``fusion`` (``zscore``, ``minmax`` or ``rrf``, with ``rrf_k``),
-        weighting the legs by ``text_weight`` and ``vector_weight``; unset, these come
-        from the settings. ``per_document`` returns one hit per document, its best chunk.
-        ``query_vector`` searches by a vector you computed (with the store's model) instead
-        of, or besides, the query text.
+        Give the query and options, or one :class:`SearchRequest` (which documents each
+        option). Scores are 0-1 in every mode (higher is better): text, the hit's BM25 as a
+        share of the most the query could score; vector, the cosine similarity; hybrid, the
+        fused z-scores through the logistic (0.5: an average candidate).
         """
-        notebook_id = None if notebook is None else await self.notebooks.resolve(notebook)
-        filters = Filters(source=source, mime_type=mime_type, notebook=notebook_id,
-                          topics=topics, created_after=created_after,
-                          created_before=created_before)
+        options = SearchRequest(
+            None, mode, limit, min_score, source, mime_type, notebook, topics, created_after,
+            created_before, candidates, fusion, rrf_k, text_weight, vector_weight,
+            per_document, query_vector)
+        if isinstance(query, SearchRequest):
+            if options != SearchRequest():
+                raise ConfigurationError("give a SearchRequest or search options, not both")
+            request = query
+        else:
+            request = options.replace(query=query)
+        notebook_id = None if request.notebook is None \
+            else await self.notebooks.resolve(request.notebook)
+        filters = Filters(source=request.source, mime_type=request.mime_type,
+                          notebook=notebook_id, topics=request.topics,
+                          created_after=request.created_after,
+                          created_before=request.created_before)
         return await self._searcher.search(
-            query, mode=mode, limit=limit, min_score=min_score, filters=filters,
-            candidates=candidates, fusion=fusion, rrf_k=rrf_k, text_weight=text_weight,
-            vector_weight=vector_weight, per_document=per_document, query_vector=query_vector)
+            request.query, mode=request.mode, limit=request.limit,
+            min_score=request.min_score, filters=filters, candidates=request.candidates,
+            fusion=request.fusion, rrf_k=request.rrf_k, text_weight=request.text_weight,
+            vector_weight=request.vector_weight, per_document=request.per_document,
+            query_vector=request.query_vector)
 
     async def warm_up(self, queries: Iterable[str]) -> None:
         """Learn now what searches for these queries need (how common each BM25 term is),

@@ -31,11 +31,11 @@ from ..parts.results import Hit, id_text
 from ..store.chunks import is_visible
 from ..store.documents import record_id
 from ..store.storage import Storage
+from .search_request import MODES
 
 __all__ = ["MODES", "Filters", "Hit", "Searcher", "common_words_only", "glob_to_regex",
            "query_terms", "query_words", "search_notice"]
 
-MODES = ("hybrid", "vector", "text")
 # the most hits (and candidates per leg) one search may ask for
 MAX_RESULTS = 10_000
 MAX_FETCH = 10_000  # most chunks one leg fetches while collecting distinct documents

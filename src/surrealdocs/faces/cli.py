@@ -30,15 +30,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..config import Settings
+from ..core.evaluate import EVAL_MODES
 from ..core.kb import KnowledgeBase
-from ..core.search import MODES, search_notice
+from ..core.search import search_notice
+from ..core.search_request import MODES, SearchRequest
 from ..errors import NotFoundError, SurrealDocsError
 from ..parts.chunk import HEADING_SEPARATOR
 from ..parts.results import FileResult, Hit, IngestReport, SyncReport, id_text
 from ..parts.snippet import Snippet, snippet
 from ..store.connection import resolve_url, serving_marker
-
-EVAL_MODES = ("text", "vector", "hybrid")  # the order of surrealdocs.core.evaluate.EVAL_MODES
 
 app = typer.Typer(
     help="Turn documents into a searchable knowledge base inside SurrealDB.",
@@ -471,6 +471,26 @@ def _print_sync(report: SyncReport) -> None:
 
 
 # ----- search ----------------------------------------------------------------------------
+CreatedAfter = Annotated[dt.datetime | None, typer.Option(
+    "--created-after", help="Only sources ingested at or after this time (ISO 8601, UTC)")]
+CreatedBefore = Annotated[dt.datetime | None, typer.Option(
+    "--created-before", help="Only sources ingested before this time (ISO 8601, UTC)")]
+
+
+def _vector(text: str | None) -> list[float] | None:
+    """A ``--query-vector`` as numbers (a JSON list)."""
+    if text is None:
+        return None
+    try:
+        vector = json.loads(text)
+    except json.JSONDecodeError:
+        vector = None
+    if not isinstance(vector, list) or not vector or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in vector):
+        _fail("--query-vector takes a JSON list of numbers, e.g. [0.1, -0.2, ...]")
+    return [float(x) for x in vector]
+
+
 @app.command()
 @store_options
 def search(
@@ -485,29 +505,34 @@ def search(
         "--mime-type", help="Only these MIME types (repeatable)")] = None,
     notebook: Annotated[str | None, typer.Option(
         "--notebook", help="Only sources in this notebook (name or id)")] = None,
-    topic: Annotated[list[str] | None, typer.Option(
+    topics: Annotated[list[str] | None, typer.Option(
         "--topic", help="Only sources with one of these topics (repeatable)")] = None,
-    after: Annotated[dt.datetime | None, typer.Option(
-        "--after", help="Only sources ingested at or after this time (ISO 8601, UTC)")] = None,
-    before: Annotated[dt.datetime | None, typer.Option(
-        "--before", help="Only sources ingested before this time (ISO 8601, UTC)")] = None,
-    per_document: Annotated[bool, typer.Option(
-        "--per-document", help="One hit per document: its best chunk")] = False,
-    fusion: Annotated[str | None, typer.Option(
-        help="Hybrid fusion: zscore, minmax or rrf [default: zscore]")] = None,
+    created_after: CreatedAfter = None,
+    created_before: CreatedBefore = None,
     candidates: Annotated[int | None, typer.Option(
         help="Hits per leg before hybrid fusion [default: 100]")] = None,
+    fusion: Annotated[str | None, typer.Option(
+        help="Hybrid fusion: zscore, minmax or rrf [default: zscore]")] = None,
+    rrf_k: Annotated[int | None, typer.Option(
+        help="The k of reciprocal rank fusion (with --fusion rrf) [default: 60]")] = None,
     text_weight: Annotated[float | None, typer.Option(help="Weight of the BM25 leg")] = None,
     vector_weight: Annotated[float | None, typer.Option(help="Weight of the vector leg")] = None,
+    per_document: Annotated[bool, typer.Option(
+        "--per-document", help="One hit per document: its best chunk")] = False,
+    query_vector: Annotated[str | None, typer.Option(
+        help="Search by this vector (a JSON list of numbers, computed with the store's"
+             " model), instead of or besides the query text")] = None,
     as_json: JsonOption = False,
     *, store: StoreOptions,
 ) -> None:
     """Search the stored chunks (hybrid by default; vector or BM25 text on request)."""
-    hits = _with_kb(store, lambda kb: kb.search(
+    request = SearchRequest(
         query, mode=mode, limit=limit, min_score=min_score, source=source,
-        mime_type=mime_type or None, notebook=notebook, topics=topic or None,
-        created_after=after, created_before=before, per_document=per_document, fusion=fusion,
-        candidates=candidates, text_weight=text_weight, vector_weight=vector_weight))
+        mime_type=mime_type or None, notebook=notebook, topics=topics or None,
+        created_after=created_after, created_before=created_before, candidates=candidates,
+        fusion=fusion, rrf_k=rrf_k, text_weight=text_weight, vector_weight=vector_weight,
+        per_document=per_document, query_vector=_vector(query_vector))
+    hits = _with_kb(store, lambda kb: kb.search(request))
     if as_json:
         _print_json([h.to_dict() for h in hits])
         return
@@ -725,12 +750,10 @@ def list_documents(
         "--mime-type", help="Only these MIME types (repeatable)")] = None,
     notebook: Annotated[str | None, typer.Option(
         "--notebook", help="Only sources in this notebook (name or id)")] = None,
-    topic: Annotated[list[str] | None, typer.Option(
+    topics: Annotated[list[str] | None, typer.Option(
         "--topic", help="Only sources with one of these topics (repeatable)")] = None,
-    after: Annotated[dt.datetime | None, typer.Option(
-        "--after", help="Only sources ingested at or after this time (ISO 8601, UTC)")] = None,
-    before: Annotated[dt.datetime | None, typer.Option(
-        "--before", help="Only sources ingested before this time (ISO 8601, UTC)")] = None,
+    created_after: CreatedAfter = None,
+    created_before: CreatedBefore = None,
     limit: Annotated[int, typer.Option("--limit", "-k", help="Documents per page")] = 50,
     offset: Annotated[int, typer.Option(help="Documents to skip (the page's start)")] = 0,
     as_json: JsonOption = False,
@@ -738,8 +761,9 @@ def list_documents(
 ) -> None:
     """List the stored documents, oldest first, with the filters a search takes."""
     filters: dict[str, Any] = {"source": source, "mime_type": mime_type or None,
-                               "notebook": notebook, "topics": topic or None,
-                               "created_after": after, "created_before": before}
+                               "notebook": notebook, "topics": topics or None,
+                               "created_after": created_after,
+                               "created_before": created_before}
 
     async def work(kb: KnowledgeBase) -> tuple[list[Any], int]:
         return (await kb.documents(offset=offset, limit=limit, **filters),

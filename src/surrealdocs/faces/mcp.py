@@ -31,6 +31,7 @@ from ..config import Settings
 from ..core.kb import KnowledgeBase
 from ..core.notebook_service import Notebook
 from ..core.search import search_notice
+from ..core.search_request import SearchRequest
 from ..errors import ConfigurationError, NotFoundError, SurrealDocsError
 from ..parts.results import Document, Hit, IngestReport, Passage, id_text, jsonable
 from ..version import __version__
@@ -207,7 +208,8 @@ Modes: `hybrid` (default; keywords and meaning, fused), `text` (BM25 keywords: n
 exact terms) or `vector` (meaning: paraphrases, questions). Filters narrow the search before
 ranking: `notebook` (a notebook's name or id), `source` (a glob over source paths or names,
 e.g. `*.pdf`, `reports/*`), `mime_type`, `topics`, and when the source was ingested
-(`ingested_after`, `ingested_before`, ISO 8601; without a time zone, UTC).
+(`created_after`, `created_before`, ISO 8601; without a time zone, UTC). Ranking knobs,
+rarely needed: `candidates`, `fusion`, `rrf_k`, `text_weight`, `vector_weight`.
 
 Returns `hits`, best first, each with `source`, `title`, `page`/`last_page` (for paged
 formats), `char_start`/`char_end` (where the passage lies in its document's text),
@@ -231,24 +233,36 @@ to be left out it says `"truncated": true` and how many (`omitted_hits`).""")
                         "`text/markdown`, ...)")] = None,
         topics: Annotated[list[str] | None, Field(
             description="Only sources tagged with at least one of these topics")] = None,
-        ingested_after: Annotated[dt.datetime | None, Field(
+        created_after: Annotated[dt.datetime | None, Field(
             description="Only sources ingested at or after this time (ISO 8601)")] = None,
-        ingested_before: Annotated[dt.datetime | None, Field(
+        created_before: Annotated[dt.datetime | None, Field(
             description="Only sources ingested before this time (ISO 8601)")] = None,
         per_document: Annotated[bool, Field(
             description="One hit per document (its best passage)")] = False,
         min_score: Annotated[float | None, Field(
             description="Drop hits scoring below this (scores are 0-1 in every mode)")] = None,
+        candidates: Annotated[int | None, Field(
+            ge=1, le=1000, description="Hybrid: hits of each leg fused (default 100)")] = None,
+        fusion: Annotated[Literal["zscore", "minmax", "rrf"] | None, Field(
+            description="Hybrid: how the legs are fused (default zscore)")] = None,
+        rrf_k: Annotated[int | None, Field(
+            ge=1, description="Hybrid with rrf: its k (default 60)")] = None,
+        text_weight: Annotated[float | None, Field(
+            ge=0, description="Hybrid: weight of the keyword (BM25) leg")] = None,
+        vector_weight: Annotated[float | None, Field(
+            ge=0, description="Hybrid: weight of the meaning (vector) leg")] = None,
         snippet_chars: Annotated[int, Field(
             ge=0, le=2000, description="Most characters of each hit's snippet")
         ] = _SNIPPET_CHARS,
     ) -> CallToolResult:
         with _tool_errors():
-            hits = await kb.search(
+            hits = await kb.search(SearchRequest(
                 query, mode=mode, limit=limit, notebook=notebook, source=source,
                 mime_type=mime_type or None, topics=topics or None,
-                created_after=ingested_after, created_before=ingested_before,
-                per_document=per_document, min_score=min_score)
+                created_after=created_after, created_before=created_before,
+                per_document=per_document, min_score=min_score, candidates=candidates,
+                fusion=fusion, rrf_k=rrf_k, text_weight=text_weight,
+                vector_weight=vector_weight))
         payload: dict[str, Any] = {
             "query": query, "mode": mode, "count": len(hits),
             "hits": [_hit(n, hit, snippet_chars) for n, hit in enumerate(hits, 1)]}

@@ -18,16 +18,14 @@ async app). :class:`KnowledgeBaseRunner` sends every call to the knowledge base'
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import datetime as dt
 import threading
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine
 from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
 from ..config import Settings
 from ..core.kb import KnowledgeBase, SyncKnowledgeBase
+from ..core.search_request import SEARCH_FIELDS, SearchRequest
 from ..errors import ConfigurationError
 from ..parts.results import Hit
 
@@ -35,40 +33,22 @@ T = TypeVar("T")
 Work = Callable[[KnowledgeBase], Coroutine[Any, Any, T]]
 
 
-@dataclass(frozen=True)
-class SearchOptions:
-    """The options of :meth:`surrealdocs.KnowledgeBase.search`, fixed for a retriever."""
-
-    mode: str = "hybrid"
-    limit: int = 10
-    min_score: float | None = None
-    source: str | None = None
-    mime_type: str | Sequence[str] | None = None
-    notebook: Any = None
-    topics: Sequence[str] | None = None
-    created_after: dt.datetime | None = None
-    created_before: dt.datetime | None = None
-    candidates: int | None = None
-    fusion: str | None = None
-    rrf_k: int | None = None
-    text_weight: float | None = None
-    vector_weight: float | None = None
-    per_document: bool = False
-
-    @classmethod
-    def of(cls, options: dict[str, Any]) -> SearchOptions:
-        unknown = set(options) - set(SEARCH_OPTIONS)
-        if unknown:
-            raise ConfigurationError(
-                f"unknown search option(s) {', '.join(sorted(unknown))}; the options are "
-                f"{', '.join(SEARCH_OPTIONS)}")
-        return cls(**options)
-
-    def kwargs(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in SEARCH_OPTIONS}
+# A retriever holds every search option but the query (given in each call) and a query
+# vector (retrievers are asked by text; a framework's own query embedding is in another
+# model's space than the store's).
+RETRIEVER_OPTIONS: tuple[str, ...] = tuple(
+    name for name in SEARCH_FIELDS if name not in ("query", "query_vector"))
 
 
-SEARCH_OPTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SearchOptions))
+def search_request(options: dict[str, Any],
+                   base: SearchRequest | None = None) -> SearchRequest:
+    """The search options of a retriever (``base`` changed by ``options``), checked."""
+    unknown = set(options) - set(RETRIEVER_OPTIONS)
+    if unknown:
+        raise ConfigurationError(
+            f"unknown search option(s) {', '.join(sorted(unknown))}; the options are "
+            f"{', '.join(RETRIEVER_OPTIONS)}")
+    return (base or SearchRequest()).replace(**options)
 
 
 def limit_alias(options: dict[str, Any], alias: str) -> dict[str, Any]:

@@ -31,13 +31,14 @@ from pydantic import AliasChoices, Field, PrivateAttr
 
 from ..config import Settings
 from ..core.kb import KnowledgeBase, SyncKnowledgeBase
+from ..core.search_request import SearchRequest
 from ..parts.results import Hit
 from .common import (
-    SEARCH_OPTIONS,
+    RETRIEVER_OPTIONS,
     KnowledgeBaseRunner,
-    SearchOptions,
     hit_metadata,
     limit_alias,
+    search_request,
 )
 
 __all__ = ["SurrealDocsRetriever"]
@@ -90,32 +91,32 @@ class SurrealDocsRetriever(BaseRetriever):
         self._runner = KnowledgeBaseRunner(self.kb, db=self.db, settings=self.settings)
 
     @property
-    def search_options(self) -> SearchOptions:
-        return SearchOptions.of({name: getattr(self, name) for name in SEARCH_OPTIONS})
+    def search_options(self) -> SearchRequest:
+        return search_request({name: getattr(self, name) for name in RETRIEVER_OPTIONS})
 
     def _documents(self, hits: Sequence[Hit], mode: str) -> list[Document]:
         return [Document(id=hit.chunk_id, page_content=hit.content,
                          metadata=hit_metadata(hit, mode)) for hit in hits]
 
-    def _options(self, overrides: dict[str, Any]) -> dict[str, Any]:
-        """This retriever's search options with a call's own (``invoke(q, k=3)``)."""
+    def _request(self, query: str, overrides: dict[str, Any]) -> SearchRequest:
+        """This retriever's search with a call's own options (``invoke(q, k=3)``)."""
         overrides = limit_alias(
             {name: value for name, value in overrides.items() if name != "verbose"}, "k")
-        return SearchOptions.of({**self.search_options.kwargs(), **overrides}).kwargs()
+        return search_request(overrides, self.search_options).replace(query=query)
 
     def _get_relevant_documents(self, query: str, *,
                                 run_manager: CallbackManagerForRetrieverRun,
                                 **overrides: Any) -> list[Document]:
-        options = self._options(overrides)
-        return self._documents(self._runner.call(lambda kb: kb.search(query, **options)),
-                               options["mode"])
+        request = self._request(query, overrides)
+        return self._documents(self._runner.call(lambda kb: kb.search(request)),
+                               request.mode)
 
     async def _aget_relevant_documents(
             self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
             **overrides: Any) -> list[Document]:
-        options = self._options(overrides)
-        hits = await self._runner.acall(lambda kb: kb.search(query, **options))
-        return self._documents(hits, options["mode"])
+        request = self._request(query, overrides)
+        hits = await self._runner.acall(lambda kb: kb.search(request))
+        return self._documents(hits, request.mode)
 
     def close(self) -> None:
         """Close the knowledge base the retriever opened (one you gave it stays open)."""

@@ -36,7 +36,7 @@ from llama_index.core.schema import (
 from ..config import Settings
 from ..core.kb import KnowledgeBase, SyncKnowledgeBase
 from ..parts.results import Hit
-from .common import KnowledgeBaseRunner, SearchOptions, hit_metadata, limit_alias
+from .common import KnowledgeBaseRunner, hit_metadata, limit_alias, search_request
 
 __all__ = ["SurrealDocsRetriever"]
 
@@ -67,7 +67,7 @@ class SurrealDocsRetriever(BaseRetriever):
                  db: str | None = None, settings: Settings | None = None,
                  callback_manager: CallbackManager | None = None, verbose: bool = False,
                  **search_options: Any) -> None:
-        self.options = SearchOptions.of(limit_alias(search_options, "similarity_top_k"))
+        self.options = search_request(limit_alias(search_options, "similarity_top_k"))
         self._runner = KnowledgeBaseRunner(kb, db=db, settings=settings)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
@@ -89,12 +89,12 @@ class SurrealDocsRetriever(BaseRetriever):
         return nodes
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query, options = query_bundle.query_str, self.options.kwargs()
-        return self._nodes(self._runner.call(lambda kb: kb.search(query, **options)))
+        request = self.options.replace(query=query_bundle.query_str)
+        return self._nodes(self._runner.call(lambda kb: kb.search(request)))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query, options = query_bundle.query_str, self.options.kwargs()
-        return self._nodes(await self._runner.acall(lambda kb: kb.search(query, **options)))
+        request = self.options.replace(query=query_bundle.query_str)
+        return self._nodes(await self._runner.acall(lambda kb: kb.search(request)))
 
     def close(self) -> None:
         """Close the knowledge base the retriever opened (one you gave it stays open)."""

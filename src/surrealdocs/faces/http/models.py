@@ -41,8 +41,9 @@ def is_encodable(value: Any) -> bool:
     return True  # numbers, dates, and models (checked by their own validator)
 
 
-class SearchRequest(_Strict):
-    """Every option of ``KnowledgeBase.search`` (see its documentation)."""
+class SearchBody(_Strict):
+    """A search as the HTTP API takes it: every field of the core's
+    :class:`~surrealdocs.core.search_request.SearchRequest` (see its documentation)."""
 
     query: str | None = Field(None, description="What to look for")
     mode: Mode = "hybrid"

@@ -19,12 +19,13 @@ from fastapi.responses import StreamingResponse
 
 from ...core.job_runner import JOB_STATUSES, Job
 from ...core.kb import MAX_OFFSET, KnowledgeBase
-from ...core.search import MODES, search_notice
+from ...core.search import search_notice
+from ...core.search_request import MODES, SearchRequest
 from ...parts.results import id_text
 from ...version import __version__
 from .auth import Access, presented_token, reader, server_state, writer
 from .error_responses import ApiError
-from .models import NotebookRequest, SearchRequest, TextsRequest
+from .models import NotebookRequest, SearchBody, TextsRequest
 from .state import ServerState
 from .uploads import receive
 
@@ -191,15 +192,9 @@ async def texts(body: TextsRequest, who: Writer, state: State) -> dict[str, Any]
 
 
 # ----- search -------------------------------------------------------------------------
-async def _search(kb: KnowledgeBase, q: SearchRequest) -> dict[str, Any]:
+async def _search(kb: KnowledgeBase, q: SearchBody) -> dict[str, Any]:
     started = time.perf_counter()
-    hits = await kb.search(
-        q.query, mode=q.mode, limit=q.limit, min_score=q.min_score, source=q.source,
-        mime_type=q.mime_type, notebook=q.notebook, topics=q.topics,
-        created_after=q.created_after, created_before=q.created_before,
-        candidates=q.candidates, fusion=q.fusion, rrf_k=q.rrf_k, text_weight=q.text_weight,
-        vector_weight=q.vector_weight, per_document=q.per_document,
-        query_vector=q.query_vector)
+    hits = await kb.search(SearchRequest(**q.model_dump()))
     answer = {"query": q.query, "mode": q.mode, "count": len(hits),
               "took_ms": round((time.perf_counter() - started) * 1000, 2),
               "hits": [h.to_dict() for h in hits]}
@@ -210,13 +205,13 @@ async def _search(kb: KnowledgeBase, q: SearchRequest) -> dict[str, Any]:
 
 
 @router.get("/search", tags=["search"], summary="Search (options as query parameters)")
-async def search_get(q: Annotated[SearchRequest, Query()], who: Reader,
+async def search_get(q: Annotated[SearchBody, Query()], who: Reader,
                      state: State) -> dict[str, Any]:
     return await _search(state.require(), q)
 
 
 @router.post("/search", tags=["search"], summary="Search (options as a JSON body)")
-async def search_post(q: SearchRequest, who: Reader, state: State) -> dict[str, Any]:
+async def search_post(q: SearchBody, who: Reader, state: State) -> dict[str, Any]:
     return await _search(state.require(), q)
 
 
