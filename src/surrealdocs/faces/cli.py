@@ -13,12 +13,11 @@ import datetime as dt
 import functools
 import inspect
 import json
-import logging
 import os
 import re
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -38,7 +37,6 @@ from ..errors import NotFoundError, SurrealDocsError
 from ..parts.chunk import HEADING_SEPARATOR
 from ..parts.results import FileResult, Hit, IngestReport, SyncReport, id_text
 from ..parts.snippet import Snippet, snippet
-from ..store.connection import resolve_url, serving_marker
 
 app = typer.Typer(
     help="Turn documents into a searchable knowledge base inside SurrealDB.",
@@ -332,92 +330,105 @@ def sync_command(
     folders are never touched."""
     if watch and dry_run:
         _fail("--watch and --dry-run do not go together: a dry run changes nothing to follow")
+    if watch:
+        _sync_and_watch(store, paths, glob, notebook, settle, as_json)
+    _sync_once(store, paths, glob, notebook, dry_run, as_json)
 
-    async def resolve(kb: KnowledgeBase) -> Any:
-        if notebook is None:
-            return None
-        if not dry_run:
-            return await kb.notebooks.for_writing(notebook)
-        try:
-            return await kb.notebooks.get_notebook(notebook)
-        except NotFoundError:
-            console.print(f"notebook {escape(notebook)} does not exist yet: the sync"
-                          " will create it")
-            return None
 
-    if not watch:
-        with _ingest_progress(as_json, "sync") as (on_discovered, on_result):
-            async def once(kb: KnowledgeBase) -> SyncReport:
-                return await kb.sync(paths, glob=glob, dry_run=dry_run,
-                                     notebook=await resolve(kb), on_result=on_result,
-                                     on_discovered=on_discovered)
+async def _sync_notebook(kb: KnowledgeBase, notebook: str | None, dry_run: bool) -> Any:
+    """The notebook a sync files into (made on use; a dry run makes nothing)."""
+    if notebook is None:
+        return None
+    if not dry_run:
+        return await kb.notebooks.for_writing(notebook)
+    try:
+        return await kb.notebooks.get_notebook(notebook)
+    except NotFoundError:
+        console.print(f"notebook {escape(notebook)} does not exist yet: the sync will create it")
+        return None
 
-            report = _with_kb(store, once, create=True)
-        if as_json:
-            _print_json(report.to_dict())
-        else:
+
+def _sync_once(store: StoreOptions, paths: list[Path], glob: str, notebook: str | None,
+               dry_run: bool, as_json: bool) -> NoReturn:
+    with _ingest_progress(as_json, "sync") as (on_discovered, on_result):
+        async def once(kb: KnowledgeBase) -> SyncReport:
+            return await kb.sync(paths, glob=glob, dry_run=dry_run,
+                                 notebook=await _sync_notebook(kb, notebook, dry_run),
+                                 on_result=on_result, on_discovered=on_discovered)
+
+        report = _with_kb(store, once, create=True)
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        _print_sync(report)
+    raise typer.Exit(1 if report.counts["failed"] else 0)
+
+
+class _WatchLog:
+    """What ``sync --watch`` prints: the first pass summed up, then each change as a line
+    (a path that stays unusable once), and a status line while it waits."""
+
+    def __init__(self, folders: int, as_json: bool, status: Any) -> None:
+        self.folders, self.as_json, self.status = folders, as_json, status
+        self.passes: list[float] = []
+        self.problems: set[tuple[str, str | None]] = set()
+
+    def first(self, report: SyncReport) -> None:
+        if not self.passes and not self.as_json:
             _print_sync(report)
-        raise typer.Exit(1 if report.counts["failed"] else 0)
+            err_console.print(f"watching {_count(self.folders, 'folder')}; Ctrl-C to stop")
+        self.passes.append(report.seconds)
+        self.on_pass(report)
 
-    status = err_console.status("sync: first pass") if err_console.is_terminal and \
-        not as_json else None
-    folders = len(paths)
-
-    def on_pass(report: SyncReport) -> None:
-        if as_json:
+    def on_pass(self, report: SyncReport) -> None:
+        if self.as_json:
             console.print(json.dumps(report.to_dict(), default=str), soft_wrap=True,
                           markup=False, highlight=False)
         else:
-            stamp = dt.datetime.now().strftime("%H:%M:%S")
-            for r in report.results:
-                if r.status == "unchanged":
-                    continue
-                if r.status in ("failed", "skipped"):  # a path that stays unusable: once
-                    if (r.source, r.reason) in problems:
-                        continue
-                    problems.add((r.source, r.reason))
-                if not passes[1:]:
-                    continue  # the first pass is summed up
-                where = f"{escape(r.previous)} -> " if r.previous else ""
-                why = f": {escape(r.reason)}" if r.reason and r.status in (
-                    "failed", "empty", "skipped") else ""
-                console.print(f"{stamp} {r.status} {where}{escape(r.source)}{why}",
-                              soft_wrap=True)
-        files = len(report.plan)
-        line = (f"watching {_count(folders, 'folder')} ({_count(files, 'file')});"
-                f" last pass {dt.datetime.now():%H:%M:%S}"
-                f" ({report.seconds:.1f} s); Ctrl-C to stop")
-        if status is not None:
-            status.update(line)
+            self._print_changes(report)
+        if self.status is not None:
+            self.status.update(
+                f"watching {_count(self.folders, 'folder')} ({_count(len(report.plan), 'file')});"
+                f" last pass {dt.datetime.now():%H:%M:%S} ({report.seconds:.1f} s);"
+                " Ctrl-C to stop")
 
-    def on_changes(n: int) -> None:
-        if status is not None:
-            status.update(f"sync: {n} change{'s' if n != 1 else ''} settled, applying")
+    def _print_changes(self, report: SyncReport) -> None:
+        stamp = dt.datetime.now().strftime("%H:%M:%S")
+        for r in report.results:
+            if r.status == "unchanged":
+                continue
+            if r.status in ("failed", "skipped"):  # a path that stays unusable: once
+                if (r.source, r.reason) in self.problems:
+                    continue
+                self.problems.add((r.source, r.reason))
+            if not self.passes[1:]:
+                continue  # the first pass is summed up
+            where = f"{escape(r.previous)} -> " if r.previous else ""
+            why = f": {escape(r.reason)}" if r.reason and r.status in (
+                "failed", "empty", "skipped") else ""
+            console.print(f"{stamp} {r.status} {where}{escape(r.source)}{why}", soft_wrap=True)
+
+    def on_changes(self, n: int) -> None:
+        if self.status is not None:
+            self.status.update(f"sync: {n} change{'s' if n != 1 else ''} settled, applying")
+
+
+def _sync_and_watch(store: StoreOptions, paths: list[Path], glob: str, notebook: str | None,
+                    settle: float, as_json: bool) -> NoReturn:
+    status = err_console.status("sync: first pass") if err_console.is_terminal and \
+        not as_json else None
+    log = _WatchLog(len(paths), as_json, status)
 
     async def follow(kb: KnowledgeBase) -> None:
-        nb = await resolve(kb)
+        nb = await _sync_notebook(kb, notebook, dry_run=False)
         stop = asyncio.Event()  # SIGTERM stops as Ctrl-C does, once the pass at hand is done
         with contextlib.suppress(NotImplementedError, RuntimeError):
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        await kb.watch(paths, glob=glob, notebook=nb, settle=settle, on_pass=log.first,
+                       on_changes=log.on_changes, stop=stop)
 
-        def first(report: SyncReport) -> None:
-            if not passes and not as_json:
-                _print_sync(report)
-                err_console.print(f"watching {folders} folder"
-                                  f"{'s' if folders != 1 else ''}; Ctrl-C to stop")
-            passes.append(report.seconds)
-            on_pass(report)
-
-        await kb.watch(paths, glob=glob, notebook=nb, settle=settle, on_pass=first,
-                       on_changes=on_changes, stop=stop)
-
-    passes: list[float] = []
-    problems: set[tuple[str, str | None]] = set()
     try:
-        if status is not None:
-            with status:
-                _with_kb(store, follow, create=True)
-        else:
+        with status if status is not None else contextlib.nullcontext():
             _with_kb(store, follow, create=True)
     except KeyboardInterrupt:
         err_console.print("stopped")
@@ -967,9 +978,8 @@ def serve(
     endpoint at /mcp/ (streamable HTTP) and a search page at /. Uploads are ingested by
     background jobs that survive a restart."""
     try:
-        import uvicorn
-
-        from .http import ServeConfig, create_app, parse_size
+        from .http import ServeConfig, parse_size
+        from .http.runner import serve_until_stopped
         from .http.state import refuse_without_keys
     except ImportError as exc:
         _fail(f"the server needs its extra ({exc.name} is missing): "
@@ -988,55 +998,13 @@ def serve(
     # off loopback, refuse before listening rather than after
     if not config.loopback and _with_kb(store, lambda kb: kb.keys.count(), create=True) == 0:
         _fail(refuse_without_keys(host))
-    # One handler, on the root logger: the MCP SDK's server otherwise installs a rich one
-    # there (logging.basicConfig, a no-op once the root has a handler), which printed each
-    # of our lines twice and libraries' tracebacks as pages of rich frames.
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
-    logging.getLogger().addHandler(handler)
-    logging.getLogger("surrealdocs").setLevel(log_level.upper())
-    fatal: list[str] = []
-
-    def on_fatal(message: str) -> None:
-        fatal.append(message)
-        server.should_exit = True
-
-    api = create_app(config, on_fatal=on_fatal)
-    closing = api.state.server.closing
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            closing.set()  # event streams end now, not when the grace period is over
-            super().handle_exit(sig, frame)
-
-    server = Server(uvicorn.Config(
-        api, host=host, port=port, log_level=log_level.lower(), access_log=access_log,
-        lifespan="on", timeout_graceful_shutdown=5, server_header=False))
-    where = f"[{host}]" if ":" in host else host
-    err_console.print(f"surrealdocs serve: http://{where}:{port}/ (API docs at /docs)")
-    # uvicorn raises the stopping signal again once it has shut down: a stop on request
-    # (Ctrl+C, SIGTERM) is a success here
-    signal.signal(signal.SIGTERM, _interrupt)
-    # other commands on this store are told where it is served (they cannot open it)
-    marker = serving_marker(resolve_url(config.settings.db))
-    if marker is not None:
-        with contextlib.suppress(OSError):
-            marker.write_text(f"{os.getpid()}\nhttp://{where}:{port}/", encoding="utf-8")
-    try:
-        with contextlib.suppress(KeyboardInterrupt):
-            server.run()
-    finally:
-        if marker is not None:
-            with contextlib.suppress(OSError):
-                marker.unlink()
-    if fatal:
-        _fail(fatal[0])
-    if not server.started:
+    outcome = serve_until_stopped(config, log_level=log_level, access_log=access_log,
+                                  announce=err_console.print)
+    if outcome.fatal:
+        _fail(outcome.fatal)
+    if not outcome.started:
         raise typer.Exit(1)
 
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 keys_app = typer.Typer(help="API keys of the HTTP server (stored hashed; shown once).",
@@ -1144,18 +1112,33 @@ def eval_command(
     runs in each mode, one result per document. With several datasets, one table shows
     them all and their mean.
     """
-    from ..core.evaluate import evaluate_many, summary
+    from ..core.evaluate import summary
 
     if compare is not None:
-        if datasets:
-            _fail("--compare compares two figure files: give no datasets with it")
-        _compare_figures(*compare, as_json=as_json, show_queries=show_queries)
+        _compare_figures(*compare, datasets, as_json=as_json, show_queries=show_queries)
         return
     if not datasets:
         _fail("give at least one dataset directory (or --compare BEFORE.json AFTER.json)")
+    settings = Settings.from_env(
+        db=db or "mem://", model=model, chunk_size=chunk_size, hybrid_fusion=fusion,
+        hybrid_candidates=candidates, text_weight=text_weight, vector_weight=vector_weight)
+    reports = _evaluate_with_progress(datasets, settings, mode or EVAL_MODES, split, as_json)
+    figures = reports[0].to_dict() if len(reports) == 1 else summary(reports)
+    if output:
+        output.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    if as_json:
+        _print_json(figures)
+        return
+    _print_eval(reports, split)
+
+
+def _evaluate_with_progress(datasets: list[Path], settings: Settings, modes: Sequence[str],
+                            split: str, quiet: bool) -> list[Any]:
+    from ..core.evaluate import evaluate_many
+
     progress = Progress(TextColumn("[bold]{task.fields[stage]}"), BarColumn(),
                         MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
-                        disable=as_json or not err_console.is_terminal)
+                        disable=quiet or not err_console.is_terminal)
     task = progress.add_task("", total=None, stage="eval")
     current = ""
 
@@ -1167,20 +1150,17 @@ def eval_command(
         progress.update(task, completed=done, total=total, stage=current + stage)
 
     async def work() -> Any:
-        settings = Settings.from_env(
-            db=db or "mem://", model=model, chunk_size=chunk_size, hybrid_fusion=fusion,
-            hybrid_candidates=candidates, text_weight=text_weight, vector_weight=vector_weight)
-        return await evaluate_many(datasets, settings=settings, modes=mode or EVAL_MODES,
-                                   split=split, on_progress=on_progress, on_dataset=on_dataset)
+        return await evaluate_many(datasets, settings=settings, modes=modes, split=split,
+                                   on_progress=on_progress, on_dataset=on_dataset)
 
     with progress:
-        reports = _run(work)
-    figures = reports[0].to_dict() if len(reports) == 1 else summary(reports)
-    if output:
-        output.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
-    if as_json:
-        _print_json(figures)
-        return
+        reports: list[Any] = _run(work)
+    return reports
+
+
+def _print_eval(reports: list[Any], split: str) -> None:
+    from ..core.evaluate import summary
+
     if len(reports) == 1:
         report = reports[0]
         title = (f"{escape(report.dataset)} ({escape(report.split)}): {report.queries}"
@@ -1217,9 +1197,12 @@ def eval_command(
             f" hybrid {s['hybrid_fusion']} over {s['hybrid_candidates']} per leg")
 
 
-def _compare_figures(before_file: Path, after_file: Path, *, as_json: bool,
-                     show_queries: int) -> None:
+def _compare_figures(before_file: Path, after_file: Path, datasets: list[Path] | None, *,
+                     as_json: bool, show_queries: int) -> None:
     from ..core.evaluate import compare, load_figures
+
+    if datasets:
+        _fail("--compare compares two figure files: give no datasets with it")
 
     try:
         before, after = load_figures(before_file), load_figures(after_file)

@@ -200,8 +200,16 @@ def build_mcp_server(kb: KnowledgeBase, *, allow_writes: bool = False,
     server = _Server("surrealdocs", title="surrealdocs knowledge base", version=__version__,
                      instructions=INSTRUCTIONS, log_level="WARNING",
                      allow_writes=bool(allow_writes), writes_hint=writes_hint)
+    for add in (_add_search, _add_read, _add_list_notebooks, _add_list_sources, _add_stats):
+        add(server, kb, budget)
+    if allow_writes:
+        for add in (_add_add_text, _add_ingest_path):
+            add(server, kb, budget)
+    return server
 
-    @server.tool(annotations=_READ_ONLY, description=f"""\
+
+
+_SEARCH_TOOL = """\
 Search the knowledge base for passages (chunks of documents) relevant to a query.
 
 Modes: `hybrid` (default; keywords and meaning, fused), `text` (BM25 keywords: names, codes,
@@ -216,64 +224,10 @@ formats), `char_start`/`char_end` (where the passage lies in its document's text
 `chunk_id` (give it to `read` for the passage with its context), `document_id`, `score`
 (and for hybrid search each leg's rank) and a `snippet` (the start of the passage, at most
 `snippet_chars` characters). The whole result is at most {budget} characters: when hits had
-to be left out it says `"truncated": true` and how many (`omitted_hits`).""")
-    async def search(
-        query: Annotated[str, Field(description="What to look for: words, a question or a "
-                                                "phrase. Must not be empty.")],
-        mode: Annotated[Literal["hybrid", "vector", "text"], Field(
-            description="hybrid (default), vector (meaning) or text (BM25 keywords)")
-        ] = "hybrid",
-        limit: Annotated[int, Field(ge=1, le=50, description="Most hits to return")] = 10,
-        notebook: Annotated[str | None, Field(
-            description="Only sources in this notebook (its name or id)")] = None,
-        source: Annotated[str | None, Field(
-            description="Only sources matching this glob (`*.pdf`, `*/reports/*`)")] = None,
-        mime_type: Annotated[list[str] | None, Field(
-            description="Only documents of these MIME types (`application/pdf`, "
-                        "`text/markdown`, ...)")] = None,
-        topics: Annotated[list[str] | None, Field(
-            description="Only sources tagged with at least one of these topics")] = None,
-        created_after: Annotated[dt.datetime | None, Field(
-            description="Only sources ingested at or after this time (ISO 8601)")] = None,
-        created_before: Annotated[dt.datetime | None, Field(
-            description="Only sources ingested before this time (ISO 8601)")] = None,
-        per_document: Annotated[bool, Field(
-            description="One hit per document (its best passage)")] = False,
-        min_score: Annotated[float | None, Field(
-            description="Drop hits scoring below this (scores are 0-1 in every mode)")] = None,
-        candidates: Annotated[int | None, Field(
-            ge=1, le=1000, description="Hybrid: hits of each leg fused (default 100)")] = None,
-        fusion: Annotated[Literal["zscore", "minmax", "rrf"] | None, Field(
-            description="Hybrid: how the legs are fused (default zscore)")] = None,
-        rrf_k: Annotated[int | None, Field(
-            ge=1, description="Hybrid with rrf: its k (default 60)")] = None,
-        text_weight: Annotated[float | None, Field(
-            ge=0, description="Hybrid: weight of the keyword (BM25) leg")] = None,
-        vector_weight: Annotated[float | None, Field(
-            ge=0, description="Hybrid: weight of the meaning (vector) leg")] = None,
-        snippet_chars: Annotated[int, Field(
-            ge=0, le=2000, description="Most characters of each hit's snippet")
-        ] = _SNIPPET_CHARS,
-    ) -> CallToolResult:
-        with _tool_errors():
-            hits = await kb.search(SearchRequest(
-                query, mode=mode, limit=limit, notebook=notebook, source=source,
-                mime_type=mime_type or None, topics=topics or None,
-                created_after=created_after, created_before=created_before,
-                per_document=per_document, min_score=min_score, candidates=candidates,
-                fusion=fusion, rrf_k=rrf_k, text_weight=text_weight,
-                vector_weight=vector_weight))
-        payload: dict[str, Any] = {
-            "query": query, "mode": mode, "count": len(hits),
-            "hits": [_hit(n, hit, snippet_chars) for n, hit in enumerate(hits, 1)]}
-        notice = search_notice(query, hits)
-        if notice:
-            payload["notice"] = notice
-        payload = _fit_list(payload, "hits", budget, "omitted_hits", _shrink_snippet)
-        payload["count"] = len(payload["hits"])
-        return _answer(payload)
+to be left out it says `"truncated": true` and how many (`omitted_hits`)."""
 
-    @server.tool(annotations=_READ_ONLY, description=f"""\
+
+_READ_TOOL = """\
 Read a stretch of a document's text. Three ways, give one:
 
 - `chunk_id` (from a `search` hit): that passage with `before` and `after` neighbouring
@@ -286,167 +240,253 @@ Returns `text` with `document_id`, `source`, `title`, `first_page`/`last_page` a
 `char_start`/`char_end` (where the text lies in the document's text). The whole result is at
 most {budget} characters: a longer text is cut and the result says `"truncated": true` and
 `next_offset`; call `read` with `document` = its `document_id` and `offset` = `next_offset`
-to go on.""")
-    async def read(
-        chunk_id: Annotated[str | None, Field(
-            description="A hit's chunk_id: read that passage with its neighbours")] = None,
-        before: Annotated[int, Field(ge=0, le=20, description="With chunk_id: passages "
-                                                              "before it")] = 1,
-        after: Annotated[int, Field(ge=0, le=20, description="With chunk_id: passages "
-                                                             "after it")] = 1,
-        document: Annotated[str | None, Field(
-            description="A document_id, or a document's source (path or name)")] = None,
-        first_page: Annotated[int | None, Field(
-            ge=1, description="With document: the first page to read (from 1)")] = None,
-        last_page: Annotated[int | None, Field(
-            ge=1, description="With document and first_page: the last page (inclusive; "
-                              "default first_page)")] = None,
-        offset: Annotated[int, Field(
-            ge=0, description="With document and no pages: the character to start at")] = 0,
-    ) -> CallToolResult:
-        if (chunk_id is None) == (document is None):
-            raise ToolError("give either chunk_id (from a search hit) or document")
-        if chunk_id is not None and (first_page is not None or last_page is not None
-                                     or offset):
-            raise ToolError("first_page, last_page and offset go with document, not chunk_id")
-        if last_page is not None and first_page is None:
-            raise ToolError("last_page needs first_page")
-        if first_page is not None and offset:
-            raise ToolError("give either pages or an offset, not both")
-        with _tool_errors():
-            if chunk_id is not None:
-                passage = await kb.passage(chunk_id, before=before, after=after)
-                known_end = None
-            elif first_page is not None:
-                passage = await kb.pages(document, first_page, last_page)
-                known_end = None
-            else:
-                # Enough text for the limit, and the document's length to tell if more is left.
-                passage = await kb.excerpt(document, offset, offset + budget)
-                known_end = (await kb.document(document, text=False)).characters
-            payload = _passage(passage)
-            end = passage.char_end
-            if len(_dumps(payload)) > budget or (known_end is not None and end < known_end):
-                probe = {**payload, "truncated": True, "limit_chars": budget,
-                         "next_offset": passage.char_end}
-                keep = _text_that_fits(probe, budget)
-                if keep < len(passage.text):
-                    passage = await kb.excerpt(passage.document_id, passage.char_start,
-                                               passage.char_start + keep)
-                payload = {**_passage(passage), "truncated": True, "limit_chars": budget,
-                           "next_offset": passage.char_end}
-        return _answer(payload)
+to go on."""
 
-    @server.tool(annotations=_READ_ONLY, description=f"""\
+
+_LIST_NOTEBOOKS_TOOL = """\
 List the notebooks: named collections of sources that `search` can be limited to (its
 `notebook` argument). Each with `name`, `id`, `description`, number of `sources` and whether
 it is `archived`. At most {budget} characters (`"truncated": true` and `omitted_notebooks`
-when some were left out).""")
-    async def list_notebooks() -> CallToolResult:
-        with _tool_errors():
-            notebooks = await kb.notebooks.list_notebooks()
-        payload = {"count": len(notebooks), "notebooks": [_notebook(nb) for nb in notebooks]}
-        return _answer(_fit_list(payload, "notebooks", budget, "omitted_notebooks"))
+when some were left out)."""
 
-    @server.tool(annotations=_READ_ONLY, description=f"""\
+
+_LIST_SOURCES_TOOL = """\
 List the documents (sources) in the knowledge base, oldest first, a page at a time;
 optionally only those in a `notebook`. Each with `document_id`, `source`, `title`,
 `mime_type`, number of `pages`, `chunks` and `characters`, `ingested_at`, its `notebooks`
 and `topics`. `total` is how many there are; `next_offset` (when present) is the `offset`
 of the next page. At most {budget} characters (`"truncated": true` when the page was cut
-short; `next_offset` then goes on from there).""")
-    async def list_sources(
-        notebook: Annotated[str | None, Field(
-            description="Only sources in this notebook (its name or id)")] = None,
-        offset: Annotated[int, Field(ge=0, description="How many documents to skip")] = 0,
-        limit: Annotated[int, Field(ge=1, le=200, description="Most documents to list")
-                         ] = 20,
-    ) -> CallToolResult:
-        with _tool_errors():
-            documents = await kb.documents(offset=offset, limit=limit, notebook=notebook)
-            total = await kb.count_documents(notebook=notebook)
-            names = {id_text(nb.id): nb.name for nb in await kb.notebooks.list_notebooks()} \
-                if any(d.notebooks for d in documents) else {}
-        payload: dict[str, Any] = {
-            "total": total, "offset": offset, "count": len(documents),
-            "documents": [_document(d, names) for d in documents]}
-        payload = _fit_list(payload, "documents", budget, "omitted_documents")
-        payload["count"] = len(payload["documents"])
-        if offset + payload["count"] < total:
-            payload["next_offset"] = offset + payload["count"]
-        return _answer(payload)
+short; `next_offset` then goes on from there)."""
 
-    @server.tool(annotations=_READ_ONLY, description="""\
+
+_STATS_TOOL = """\
 What the knowledge base holds: numbers of documents, chunks and notebooks, sources by
-status and documents by MIME type, the embedding model and its dimension, and the store.""")
-    async def stats() -> CallToolResult:
-        with _tool_errors():
-            result = await kb.stats()
-        return _answer(result.to_dict())
+status and documents by MIME type, the embedding model and its dimension, and the store."""
 
-    if allow_writes:
-        writes = ToolAnnotations(read_only_hint=False, destructive_hint=False,
-                                 idempotent_hint=True, open_world_hint=False)
 
-        @server.tool(annotations=writes, description="""\
+_ADD_TEXT_TOOL = """\
 Add a text to the knowledge base under a source name (e.g. `note://meeting-2024-05-02`),
 optionally into a notebook: it is chunked, embedded and searchable at once. The same text
 under the same name again is `unchanged`; a new text under a name replaces the old one.
 Returns the outcome (`status`: ingested, updated, unchanged or duplicate) with the
-`document_id`.""")
-        async def add_text(
-            source: Annotated[str, Field(min_length=1, description=(
-                "The source name the text is stored and cited under (e.g. note://x)"))],
-            text: Annotated[str, Field(min_length=1, description="The text to add")],
-            notebook: Annotated[str | None, Field(
-                description="Put the text in this notebook (name or id)")] = None,
-            create_notebook: Annotated[bool, Field(
-                description="Create the notebook when there is none of that name")] = False,
-            mime_type: Annotated[Literal["text/plain", "text/markdown"], Field(
-                description="How the text is written")] = "text/plain",
-        ) -> CallToolResult:
-            with _tool_errors():
-                nb = await _notebook_for_writing(kb, notebook, create_notebook)
-                report = await kb.ingest_texts({source: text}, mime_type=mime_type)
-                (result,) = report.results
-                if result.status in ("failed", "empty"):
-                    raise ToolError(f"{source}: {result.status}: {result.reason or 'no text'}")
-                if nb is not None and result.document_id:
-                    await kb.notebooks.file_documents([result.document_id], nb)
-            payload = {"source": result.source, "status": result.status,
-                       "document_id": result.document_id, "chunks": result.chunks,
-                       "notebook": nb.name if nb else None}
-            return _answer(payload)
+`document_id`."""
 
-        @server.tool(annotations=writes, description=f"""\
+
+_INGEST_PATH_TOOL = """\
 Ingest files and folders from the disk of the machine the server runs on (paths absolute,
 or relative to the server's working directory), optionally into a notebook. Folders are
 expanded with `glob`. Text is extracted (PDF, Office, HTML, Markdown, e-mail, images by
 OCR, ...), chunked and embedded; files whose bytes did not change are skipped. Returns the
 `counts` by outcome and a result per file (failures first, with their reasons); at most
-{budget} characters (`"truncated": true` and `omitted_results` when some were left out).""")
-        async def ingest_path(
-            paths: Annotated[list[str], Field(min_length=1, description=(
-                "Files and folders on the server's disk"))],
-            glob: Annotated[str, Field(description="Pattern for files inside folders")
-                            ] = "**/*",
+{budget} characters (`"truncated": true` and `omitted_results` when some were left out)."""
+
+
+_WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                          open_world_hint=False)
+
+
+def _add_search(server: _Server, kb: KnowledgeBase, budget: int) -> None:
+        @server.tool(annotations=_READ_ONLY, description=_SEARCH_TOOL.format(budget=budget))
+        async def search(
+            query: Annotated[str, Field(description="What to look for: words, a question or a "
+                                                    "phrase. Must not be empty.")],
+            mode: Annotated[Literal["hybrid", "vector", "text"], Field(
+                description="hybrid (default), vector (meaning) or text (BM25 keywords)")
+            ] = "hybrid",
+            limit: Annotated[int, Field(ge=1, le=50, description="Most hits to return")] = 10,
             notebook: Annotated[str | None, Field(
-                description="Put the ingested sources in this notebook (name or id)")] = None,
-            create_notebook: Annotated[bool, Field(
-                description="Create the notebook when there is none of that name")] = False,
-            force: Annotated[bool, Field(description="Re-extract unchanged files too")
-                             ] = False,
+                description="Only sources in this notebook (its name or id)")] = None,
+            source: Annotated[str | None, Field(
+                description="Only sources matching this glob (`*.pdf`, `*/reports/*`)")] = None,
+            mime_type: Annotated[list[str] | None, Field(
+                description="Only documents of these MIME types (`application/pdf`, "
+                            "`text/markdown`, ...)")] = None,
+            topics: Annotated[list[str] | None, Field(
+                description="Only sources tagged with at least one of these topics")] = None,
+            created_after: Annotated[dt.datetime | None, Field(
+                description="Only sources ingested at or after this time (ISO 8601)")] = None,
+            created_before: Annotated[dt.datetime | None, Field(
+                description="Only sources ingested before this time (ISO 8601)")] = None,
+            per_document: Annotated[bool, Field(
+                description="One hit per document (its best passage)")] = False,
+            min_score: Annotated[float | None, Field(
+                description="Drop hits scoring below this (scores are 0-1 in every mode)")] = None,
+            candidates: Annotated[int | None, Field(
+                ge=1, le=1000, description="Hybrid: hits of each leg fused (default 100)")] = None,
+            fusion: Annotated[Literal["zscore", "minmax", "rrf"] | None, Field(
+                description="Hybrid: how the legs are fused (default zscore)")] = None,
+            rrf_k: Annotated[int | None, Field(
+                ge=1, description="Hybrid with rrf: its k (default 60)")] = None,
+            text_weight: Annotated[float | None, Field(
+                ge=0, description="Hybrid: weight of the keyword (BM25) leg")] = None,
+            vector_weight: Annotated[float | None, Field(
+                ge=0, description="Hybrid: weight of the meaning (vector) leg")] = None,
+            snippet_chars: Annotated[int, Field(
+                ge=0, le=2000, description="Most characters of each hit's snippet")
+            ] = _SNIPPET_CHARS,
         ) -> CallToolResult:
             with _tool_errors():
-                nb = await _notebook_for_writing(kb, notebook, create_notebook)
-                if nb is not None:
-                    report = await kb.notebooks.add_paths(nb, paths, glob=glob, force=force)
-                else:
-                    report = await kb.ingest(paths, glob=glob, force=force)
-            payload = {**_report(report), "notebook": nb.name if nb else None}
-            return _answer(_fit_list(payload, "results", budget, "omitted_results"))
+                hits = await kb.search(SearchRequest(
+                    query, mode=mode, limit=limit, notebook=notebook, source=source,
+                    mime_type=mime_type or None, topics=topics or None,
+                    created_after=created_after, created_before=created_before,
+                    per_document=per_document, min_score=min_score, candidates=candidates,
+                    fusion=fusion, rrf_k=rrf_k, text_weight=text_weight,
+                    vector_weight=vector_weight))
+            payload: dict[str, Any] = {
+                "query": query, "mode": mode, "count": len(hits),
+                "hits": [_hit(n, hit, snippet_chars) for n, hit in enumerate(hits, 1)]}
+            notice = search_notice(query, hits)
+            if notice:
+                payload["notice"] = notice
+            payload = _fit_list(payload, "hits", budget, "omitted_hits", _shrink_snippet)
+            payload["count"] = len(payload["hits"])
+            return _answer(payload)
 
-    return server
+
+def _add_read(server: _Server, kb: KnowledgeBase, budget: int) -> None:
+        @server.tool(annotations=_READ_ONLY, description=_READ_TOOL.format(budget=budget))
+        async def read(
+            chunk_id: Annotated[str | None, Field(
+                description="A hit's chunk_id: read that passage with its neighbours")] = None,
+            before: Annotated[int, Field(ge=0, le=20, description="With chunk_id: passages "
+                                                                  "before it")] = 1,
+            after: Annotated[int, Field(ge=0, le=20, description="With chunk_id: passages "
+                                                                 "after it")] = 1,
+            document: Annotated[str | None, Field(
+                description="A document_id, or a document's source (path or name)")] = None,
+            first_page: Annotated[int | None, Field(
+                ge=1, description="With document: the first page to read (from 1)")] = None,
+            last_page: Annotated[int | None, Field(
+                ge=1, description="With document and first_page: the last page (inclusive; "
+                                  "default first_page)")] = None,
+            offset: Annotated[int, Field(
+                ge=0, description="With document and no pages: the character to start at")] = 0,
+        ) -> CallToolResult:
+            if (chunk_id is None) == (document is None):
+                raise ToolError("give either chunk_id (from a search hit) or document")
+            if chunk_id is not None and (first_page is not None or last_page is not None
+                                         or offset):
+                raise ToolError("first_page, last_page and offset go with document, not chunk_id")
+            if last_page is not None and first_page is None:
+                raise ToolError("last_page needs first_page")
+            if first_page is not None and offset:
+                raise ToolError("give either pages or an offset, not both")
+            with _tool_errors():
+                if chunk_id is not None:
+                    passage = await kb.passage(chunk_id, before=before, after=after)
+                    known_end = None
+                elif first_page is not None:
+                    passage = await kb.pages(document, first_page, last_page)
+                    known_end = None
+                else:
+                    # Enough text for the limit, and the document's length to tell if more is left.
+                    passage = await kb.excerpt(document, offset, offset + budget)
+                    known_end = (await kb.document(document, text=False)).characters
+                payload = _passage(passage)
+                end = passage.char_end
+                if len(_dumps(payload)) > budget or (known_end is not None and end < known_end):
+                    probe = {**payload, "truncated": True, "limit_chars": budget,
+                             "next_offset": passage.char_end}
+                    keep = _text_that_fits(probe, budget)
+                    if keep < len(passage.text):
+                        passage = await kb.excerpt(passage.document_id, passage.char_start,
+                                                   passage.char_start + keep)
+                    payload = {**_passage(passage), "truncated": True, "limit_chars": budget,
+                               "next_offset": passage.char_end}
+            return _answer(payload)
+
+
+def _add_list_notebooks(server: _Server, kb: KnowledgeBase, budget: int) -> None:
+        @server.tool(annotations=_READ_ONLY, description=_LIST_NOTEBOOKS_TOOL.format(budget=budget))
+        async def list_notebooks() -> CallToolResult:
+            with _tool_errors():
+                notebooks = await kb.notebooks.list_notebooks()
+            payload = {"count": len(notebooks), "notebooks": [_notebook(nb) for nb in notebooks]}
+            return _answer(_fit_list(payload, "notebooks", budget, "omitted_notebooks"))
+
+
+def _add_list_sources(server: _Server, kb: KnowledgeBase, budget: int) -> None:
+        @server.tool(annotations=_READ_ONLY, description=_LIST_SOURCES_TOOL.format(budget=budget))
+        async def list_sources(
+            notebook: Annotated[str | None, Field(
+                description="Only sources in this notebook (its name or id)")] = None,
+            offset: Annotated[int, Field(ge=0, description="How many documents to skip")] = 0,
+            limit: Annotated[int, Field(ge=1, le=200, description="Most documents to list")
+                             ] = 20,
+        ) -> CallToolResult:
+            with _tool_errors():
+                documents = await kb.documents(offset=offset, limit=limit, notebook=notebook)
+                total = await kb.count_documents(notebook=notebook)
+                names = {id_text(nb.id): nb.name for nb in await kb.notebooks.list_notebooks()} \
+                    if any(d.notebooks for d in documents) else {}
+            payload: dict[str, Any] = {
+                "total": total, "offset": offset, "count": len(documents),
+                "documents": [_document(d, names) for d in documents]}
+            payload = _fit_list(payload, "documents", budget, "omitted_documents")
+            payload["count"] = len(payload["documents"])
+            if offset + payload["count"] < total:
+                payload["next_offset"] = offset + payload["count"]
+            return _answer(payload)
+
+
+def _add_stats(server: _Server, kb: KnowledgeBase, budget: int) -> None:
+        @server.tool(annotations=_READ_ONLY, description=_STATS_TOOL)
+        async def stats() -> CallToolResult:
+            with _tool_errors():
+                result = await kb.stats()
+            return _answer(result.to_dict())
+
+
+def _add_add_text(server: _Server, kb: KnowledgeBase, budget: int) -> None:
+            @server.tool(annotations=_WRITES, description=_ADD_TEXT_TOOL)
+            async def add_text(
+                source: Annotated[str, Field(min_length=1, description=(
+                    "The source name the text is stored and cited under (e.g. note://x)"))],
+                text: Annotated[str, Field(min_length=1, description="The text to add")],
+                notebook: Annotated[str | None, Field(
+                    description="Put the text in this notebook (name or id)")] = None,
+                create_notebook: Annotated[bool, Field(
+                    description="Create the notebook when there is none of that name")] = False,
+                mime_type: Annotated[Literal["text/plain", "text/markdown"], Field(
+                    description="How the text is written")] = "text/plain",
+            ) -> CallToolResult:
+                with _tool_errors():
+                    nb = await _notebook_for_writing(kb, notebook, create_notebook)
+                    report = await kb.ingest_texts({source: text}, mime_type=mime_type)
+                    (result,) = report.results
+                    if result.status in ("failed", "empty"):
+                        raise ToolError(f"{source}: {result.status}: {result.reason or 'no text'}")
+                    if nb is not None and result.document_id:
+                        await kb.notebooks.file_documents([result.document_id], nb)
+                payload = {"source": result.source, "status": result.status,
+                           "document_id": result.document_id, "chunks": result.chunks,
+                           "notebook": nb.name if nb else None}
+                return _answer(payload)
+
+
+def _add_ingest_path(server: _Server, kb: KnowledgeBase, budget: int) -> None:
+            @server.tool(annotations=_WRITES, description=_INGEST_PATH_TOOL.format(budget=budget))
+            async def ingest_path(
+                paths: Annotated[list[str], Field(min_length=1, description=(
+                    "Files and folders on the server's disk"))],
+                glob: Annotated[str, Field(description="Pattern for files inside folders")
+                                ] = "**/*",
+                notebook: Annotated[str | None, Field(
+                    description="Put the ingested sources in this notebook (name or id)")] = None,
+                create_notebook: Annotated[bool, Field(
+                    description="Create the notebook when there is none of that name")] = False,
+                force: Annotated[bool, Field(description="Re-extract unchanged files too")
+                                 ] = False,
+            ) -> CallToolResult:
+                with _tool_errors():
+                    nb = await _notebook_for_writing(kb, notebook, create_notebook)
+                    if nb is not None:
+                        report = await kb.notebooks.add_paths(nb, paths, glob=glob, force=force)
+                    else:
+                        report = await kb.ingest(paths, glob=glob, force=force)
+                payload = {**_report(report), "notebook": nb.name if nb else None}
+                return _answer(_fit_list(payload, "results", budget, "omitted_results"))
 
 
 async def _notebook_for_writing(kb: KnowledgeBase, ref: str | None,
