@@ -112,9 +112,6 @@ class Ingestor:
         self.settings = settings
         self._extract_slots = asyncio.Semaphore(settings.extract_concurrency)
         self._touched_notebooks: set[RecordID] = set()
-        # Chunks whose text is stored already keep their vectors (and a new version's
-        # unchanged chunks their rows). False embeds and writes every chunk (benchmarks).
-        self.reuse = True
         self.chunks_embedded = 0  # texts sent to the model, for reports and benchmarks
         self._window = (token_window(self.embedding.embedder)
                         if self.embedding is not None and settings.fit_chunks
@@ -369,7 +366,7 @@ class Ingestor:
         """
         plan = _ChunkPlan()
         chunks = doc.chunks
-        if not self.reuse or not self.settings.chunked:
+        if not self.settings.chunked:
             plan.insert = list(chunks)
             plan.vectors = await self._embed([c.embedding_input for c in chunks])
             plan.embedded = len(chunks) if self.embedding else 0
