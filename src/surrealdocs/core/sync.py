@@ -98,7 +98,6 @@ class Syncer:
         self.ingestor = ingestor
         self.settings = settings
         self.store = storage.store
-        self.last_plan: SyncPlan | None = None
 
     # ----- planning -----------------------------------------------------------------
     async def plan(self, paths: Sequence[str | Path], glob: str = "**/*") -> SyncPlan:
@@ -228,9 +227,10 @@ class Syncer:
 
     async def sync(self, paths: Sequence[str | Path], glob: str = "**/*", *,
                    dry_run: bool = False, on_result: ProgressCallback | None = None,
-                   on_plan: Callable[[SyncPlan], None] | None = None) -> SyncReport:
+                   on_plan: Callable[[SyncPlan], None] | None = None
+                   ) -> tuple[SyncReport, SyncPlan]:
         """One pass: plan, then (unless ``dry_run``) apply and build the HNSW graph if
-        enough new vectors wait."""
+        enough new vectors wait. Returns the report and the plan it followed."""
         started = time.perf_counter()
         plan = await self.plan(paths, glob)
         if on_plan:
@@ -243,8 +243,7 @@ class Syncer:
             report.results = await self.apply(plan, on_result=on_result)
             report.index_rebuilt = await self.ingestor.rebuild_if_due()
         report.seconds = time.perf_counter() - started
-        self.last_plan = plan
-        return report
+        return report, plan
 
     async def documents_of(self, plan: SyncPlan) -> list[Any]:
         """The documents the files of a plan point at now."""
@@ -259,6 +258,11 @@ class Syncer:
         folders. The watcher starts before the first pass, so a change made during it is
         not missed. Returns when ``stop`` is set (or the task is cancelled)."""
         import watchfiles
+
+        if isinstance(settle, bool) or not isinstance(settle, (int, float)) \
+                or not 0 < settle <= 60:
+            raise ConfigurationError(f"settle must be from 0 to 60 seconds, got {settle!r}")
+        settle = float(settle)
 
         folders = [Path(p).expanduser().resolve() for p in paths]
         folders = [f for f in folders if f.exists()]

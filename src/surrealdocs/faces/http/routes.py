@@ -18,7 +18,8 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from ...core.job_runner import JOB_STATUSES, Job
-from ...core.kb import MAX_OFFSET, KnowledgeBase
+from ...core.kb import KnowledgeBase
+from ...core.reader import MAX_OFFSET
 from ...core.search import search_notice
 from ...core.search_request import MODES, SearchRequest
 from ...parts.results import id_text
