@@ -162,7 +162,7 @@ async def test_revectorize_replaces_chunks(nbs: NotebookService) -> None:
     nb = await nbs.create_notebook("A")
     source = await vectorized(nbs, nb, "Tides follow the moon. " * 40, "tides")
     first = await source.get_embeddings()
-    nbs.settings = nbs.settings.replace(chunk_size=100, chunk_overlap=10)
+    nbs.ingestor.settings = nbs.ingestor.settings.replace(chunk_size=100, chunk_overlap=10)
     job = await source.vectorize()
     assert (await job.wait(timeout=PATIENCE)).status == "done"
     second = await source.get_embeddings()

@@ -6,20 +6,18 @@
 - The SHA-256 of the extracted text is the document's id: identical content from several
   sources is stored once, and each source points at it.
 - A document, its chunks and its source land completely or not at all, even across a crash
-  (see :meth:`Ingestor._write_new`). Writing is in this module; the SurrealQL is in the
-  owners of the tables (:mod:`surrealdocs.store.documents`, :mod:`surrealdocs.store.chunks`,
+  (:mod:`surrealdocs.core.document_writer` writes them). The SurrealQL is in the owners of
+  the tables (:mod:`surrealdocs.store.documents`, :mod:`surrealdocs.store.chunks`,
   :mod:`surrealdocs.store.notebooks`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import time
-from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,35 +25,24 @@ from surrealdb import RecordID
 
 from ..config import Settings
 from ..embed import EmbeddingRunner, token_window
-from ..errors import ConfigurationError, NotFoundError, StoreError
-from ..parts.chunk import Chunk, assign_context, assign_pages, fit_to_window
+from ..errors import ConfigurationError, NotFoundError
+from ..parts.chunk import Chunk, assign_context, assign_pages, chunk_text, fit_to_window
+from ..parts.digest import sha256
 from ..parts.discover import discover, os_reason, read_found
 from ..parts.extract import Extracted, ExtractFailure, extract_bytes, extract_file
 from ..parts.results import STATUSES, FileResult, IngestReport, id_text
 from ..parts.tasks import all_or_cancel
-from ..store.chunks import IDS_TAKEN_MARK, Move
-from ..store.connection import STALE_MARK, Statement
-from ..store.documents import DocumentExistsError
 from ..store.folders import own_folders
 from ..store.storage import Storage
+from .document_writer import DocumentWriter
 
 __all__ = ["STATUSES", "FileResult", "IngestReport", "Ingestor", "ProgressCallback", "sha256"]
 
 ProgressCallback = Callable[[FileResult], None]
-# A document of at most this many chunks is written in one transaction (the full-text index
-# makes larger transactions slow; see Ingestor._write_new).
-SMALL_DOCUMENT_CHUNKS = 10
 
 # A modification time this recent (or in the future) is not recorded: a file changed again
 # within the file system's clock tick, at the same size, would look unchanged to a sync.
 RACY_SECONDS = 2.0
-# How often a write whose plan went stale (another writer changed the previous version
-# meanwhile) is planned again before it gives up moving chunks.
-STALE_RETRIES = 3
-
-
-def sha256(data: bytes | str) -> str:
-    return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
 
 
 def recorded_mtime(info: os.stat_result) -> int | None:
@@ -63,24 +50,6 @@ def recorded_mtime(info: os.stat_result) -> int | None:
     if info.st_mtime_ns > time.time_ns() - int(RACY_SECONDS * 1e9):
         return None
     return int(info.st_mtime_ns)
-
-
-class _Stale(Exception):
-    """The previous version a write planned to take chunks from changed meanwhile."""
-
-
-@dataclass
-class _ChunkPlan:
-    """How a new document gets its chunks: chunks of the source's previous version moved
-    over as they are (``moves``), and rows to insert with vectors that were stored already
-    or embedded now."""
-
-    moves: list[Move] = field(default_factory=list)
-    old: Any = None  # the previous version the moves come from
-    old_generation: int = 0
-    insert: list[Any] = field(default_factory=list)  # the chunks to insert
-    vectors: Any = None  # their vectors (None without vectors)
-    embedded: int = 0  # texts the model embedded for this plan
 
 
 @dataclass
@@ -111,8 +80,7 @@ class Ingestor:
         self.embedding = embedding if settings.vectors else None
         self.settings = settings
         self._extract_slots = asyncio.Semaphore(settings.extract_concurrency)
-        self._touched_notebooks: set[RecordID] = set()
-        self.chunks_embedded = 0  # texts sent to the model, for reports and benchmarks
+        self.writer = DocumentWriter(storage, self.embedding, settings)
         self._window = (token_window(self.embedding.embedder)
                         if self.embedding is not None and settings.fit_chunks
                         and settings.chunked else None)
@@ -221,9 +189,9 @@ class Ingestor:
         """Build the HNSW graphs in which enough new vectors wait (the shared one, and the
         notebooks' that a changed source carried vectors into)."""
         rebuilt = await self.storage.chunks.rebuild_if_due()
-        for notebook in sorted(self._touched_notebooks, key=str):
+        for notebook in sorted(self.writer.touched_notebooks, key=str):
             await self.storage.chunks.rebuild_notebook_if_due(notebook)
-        self._touched_notebooks.clear()
+        self.writer.touched_notebooks.clear()
         return rebuilt
 
     async def _run(self, sources: Sequence[_Source], force: bool, retry_failed: bool,
@@ -297,8 +265,8 @@ class Ingestor:
                 await self.storage.documents.record_failure(
                     src.key, file_hash, size, outcome.kind, outcome.reason, src.mtime_ns)
             return FileResult(src.key, outcome.kind, reason=outcome.reason)
-        return await self._store_document(src.key, file_hash, size, src.mtime_ns, outcome,
-                                          previous)
+        return await self.writer.store_document(src.key, file_hash, size, src.mtime_ns,
+                                                outcome, previous)
 
     def _fit(self, doc: Extracted) -> list[Chunk]:
         assert self._window is not None
@@ -310,207 +278,26 @@ class Ingestor:
             assign_context(doc.content, chunks, doc.headings)
         return chunks
 
-    async def _store_document(self, key: str, file_hash: str, size: int,
-                              mtime_ns: int | None, doc: Extracted,
-                              previous: dict[str, Any] | None) -> FileResult:
-        documents = self.storage.documents
-        content_hash = sha256(doc.content)
-        doc_id = documents.document_id(content_hash)
-        was_there = previous is not None and previous.get("status") in ("ingested", "duplicate")
-        plan: _ChunkPlan | None = None
-        known: dict[str, Any] = {}  # vectors by text hash, kept when the plan is made again
-        stale = embedded = 0
-        while True:
-            state = await documents.state(doc_id)
-            if state is not None and state.complete:
-                async with self.store.write_lock:
-                    added = await documents.add_source(key, file_hash, size, doc.mime_type,
-                                                       doc_id, mtime_ns)
-                if not added:
-                    continue  # deleted meanwhile: look again
-                same_doc = previous is not None and str(previous.get("document")) == str(doc_id)
-                return FileResult(key, "unchanged" if same_doc else "duplicate",
-                                  document_id=id_text(doc_id))
-            if state is not None:  # another writer's, or abandoned by a dead one
-                await self._wait_or_take_over(doc_id, state.idle_seconds)
-                continue
-            if plan is None:
-                plan = await self._plan(key, doc, doc_id, known,
-                                        moves=stale < STALE_RETRIES)
-                embedded += plan.embedded
-            async with self.store.write_lock:
-                if plan.moves and await documents.sole_source_document(key) != \
-                        (plan.old, plan.old_generation):
-                    plan, stale = None, stale + 1  # the previous version changed meanwhile
-                    continue
-                try:
-                    await self._write_new(key, file_hash, size, mtime_ns, doc, doc_id,
-                                          content_hash, plan, previous)
-                except DocumentExistsError:  # written meanwhile: look again
-                    continue
-                except _Stale:  # another process changed the previous version
-                    plan, stale = None, stale + 1
-                    continue
-            return FileResult(key, "updated" if was_there else "ingested",
-                              document_id=id_text(doc_id), chunks=len(doc.chunks),
-                              embedded=embedded)
-
-    async def _plan(self, key: str, doc: Extracted, doc_id: RecordID,
-                    known: dict[str, Any], *, moves: bool = True) -> _ChunkPlan:
-        """Which chunks of a new document are embedded, and which come from the store.
-
-        A chunk whose text the source's previous version has (when that version goes away
-        with this write, because the source was its only one) is moved over: same row, same
-        vector, a new place. Any other chunk whose text some stored chunk has takes that
-        vector; the rest are embedded, each distinct text once.
-        """
-        plan = _ChunkPlan()
-        chunks = doc.chunks
-        if not self.settings.chunked:
-            plan.insert = list(chunks)
-            plan.vectors = await self._embed([c.embedding_input for c in chunks])
-            plan.embedded = len(chunks) if self.embedding else 0
-            return plan
-        storage = self.storage
-        hashes = [sha256(c.embedding_input) for c in chunks]  # as the store's text_hash
-        hash_of = {id(c): h for c, h in zip(chunks, hashes)}
-        moved: set[int] = set()
-        sole = await storage.documents.sole_source_document(key) if moves else None
-        if sole is not None and sole[0] != doc_id:
-            plan.old, plan.old_generation = sole
-            stored: defaultdict[str, deque[RecordID]] = defaultdict(deque)
-            for row in await storage.chunks.text_hashes(plan.old, plan.old_generation):
-                if row.get("text_hash"):
-                    stored[row["text_hash"]].append(row["id"])
-            for chunk, text_hash in zip(chunks, hashes):
-                if stored[text_hash]:
-                    plan.moves.append(Move(stored[text_hash].popleft(), chunk))
-                    moved.add(chunk.index)
-        plan.insert = [c for c in chunks if c.index not in moved]
-        if self.embedding is None:
-            return plan
-        wanted = {hash_of[id(c)]: c.embedding_input for c in plan.insert}
-        missing = [h for h in wanted if h not in known]
-        if missing:
-            known.update(await storage.chunks.vectors_by_hash(missing))
-        missing = [h for h in wanted if h not in known]
-        if missing:
-            known.update(zip(missing, await self._embed([wanted[h] for h in missing])))
-            plan.embedded = len(missing)
-        plan.vectors = [known[hash_of[id(c)]] for c in plan.insert]
-        return plan
-
-    async def _wait_or_take_over(self, doc_id: RecordID, idle_seconds: int) -> None:
-        """A document of the same text is being written. In this process, the writer holds
-        the write lock: once we hold it, what is still incomplete is debris. On a server,
-        another process may be writing it: wait, and take over once it has made no progress
-        for the write lease (its writer died)."""
-        documents = self.storage.documents
-        if self.store.owned and self.store.embedded:
-            async with self.store.write_lock:
-                await documents.discard_incomplete(doc_id)
-        elif idle_seconds >= self.settings.write_lease:
-            await documents.discard_incomplete(doc_id, int(self.settings.write_lease))
-        else:
-            await asyncio.sleep(min(1.0, self.settings.write_lease / 10))
-
-    async def _embed(self, texts: list[str]) -> Any:
-        """The texts' vectors (``None`` without vectors)."""
-        if self.embedding is None:
-            return None
-        self.chunks_embedded += len(texts)
-        return await self.embedding.documents(texts)
-
-    async def _write_new(self, key: str, file_hash: str, size: int, mtime_ns: int | None,
-                         doc: Extracted, doc_id: RecordID, content_hash: str,
-                         plan: _ChunkPlan, previous: dict[str, Any] | None) -> None:
-        """Write a document so that it lands completely or not at all.
-
-        A small document is written in one transaction. A large one cannot be: the engine's
-        full-text index makes a transaction superlinear in its size (1,000 chunks: 62 s and
-        10.6 GB, against 2.3 s as ten 100-row statements). So: (1) create the document
-        marked incomplete, (2) insert its new chunks in batches, (3) in one small
-        transaction move the chunks it takes from the source's previous version (their
-        text, vector and index entries stay as they are), mark it complete and point the
-        source at it. A failure deletes the document (its chunks cascade); a crash leaves an
-        incomplete document that the next open deletes (``recover``), and search never shows
-        chunks of incomplete documents. Until the write commits, the previous version is
-        whole and searchable. Raises :class:`DocumentExistsError` when another writer
-        created the document first, and ``_Stale`` when one changed the previous version.
-        """
-        storage = self.storage
-        rows = storage.chunks.rows(doc_id, plan.insert, plan.vectors)
-        fields = {
-            "sources": [key], "content": doc.content,
-            "mime_type": doc.mime_type, "content_hash": content_hash, "title": doc.title,
-            "authors": doc.authors, "created_at": doc.created_at,
-            "metadata": doc.metadata, "detected_languages": doc.detected_languages,
-            "keywords": doc.keywords,
-            "quality_score": doc.quality_score, "page_count": doc.page_count,
-            "page_starts": doc.page_starts, "chunk_count": len(doc.chunks),
-            "headings": [[level, text] for level, text in doc.headings] or None,
-            "embedding_model": self.embedding.name if self.embedding else None,
-        }
-        # a new version of a source keeps the old one's notebooks and topics
-        notebooks: list[Any] = []
-        topics: list[str] = []
-        old = (previous or {}).get("document_membership") or {}
-        if old.get("notebooks") or old.get("topics"):
-            notebooks, topics = await storage.documents.membership_of_source(key)
-        moving = [storage.documents.sole_source_check_statement(key, plan.old),
-                  storage.chunks.move_statement(doc_id, plan.old, plan.old_generation,
-                                                plan.moves)] if plan.moves else []
-
-        def completing(inserted: Sequence[RecordID]) -> list[Statement]:
-            return [*moving,
-                    storage.documents.complete_statement(key, file_hash, size, doc.mime_type,
-                                                         doc_id, mtime_ns),
-                    storage.chunks.pending_statement(len(rows)),
-                    *self._inherit(doc_id, notebooks, topics,
-                                   plan.old if plan.moves else None, inserted)]
-
-        try:
-            written = False
-            if len(rows) <= SMALL_DOCUMENT_CHUNKS:
-                try:
-                    await storage.documents.write_whole(
-                        doc_id, fields, [storage.chunks.ids_free_statement(rows),
-                                         *storage.chunks.insert_statements(rows),
-                                         *completing([row["id"] for row in rows])])
-                    written = True
-                except StoreError as exc:  # an id taken by a moved chunk: the long way
-                    if IDS_TAKEN_MARK not in str(exc):
-                        raise
-            if not written:
-                await storage.documents.create_incomplete(doc_id, fields)
-                try:
-                    inserted = await storage.chunks.insert(
-                        rows, heartbeat=storage.documents.touch_statement(doc_id))
-                    await self.store.transaction(*completing(inserted))
-                except BaseException:
-                    await asyncio.shield(storage.documents.discard_incomplete(doc_id))
-                    raise
-        except StoreError as exc:
-            if STALE_MARK in str(exc):
-                raise _Stale(str(exc)) from exc
-            raise
-        storage.chunks.written()
-        self._touched_notebooks.update(notebooks)
-
-    def _inherit(self, doc: RecordID, notebooks: list[Any], topics: list[str],
-                 moved_from: RecordID | None = None,
-                 inserted: Sequence[RecordID] = ()) -> list[Statement]:
-        """A new version of a source keeps the old version's notebooks (edges, chunk
-        membership, vector copies) and topics."""
-        if not notebooks and not topics:
-            return []
-        statements = [self.storage.documents.inherit_statement(doc, notebooks, topics)]
-        if notebooks:
-            statements.append(self.storage.notebooks.inherit_statement(doc, notebooks))
-            statements += self.storage.chunks.inherit_statements(
-                doc, notebooks, moved_from=moved_from, inserted=inserted)
-        return statements
-
+    async def chunks_of(self, content: str, page_starts: Any = None,
+                        headings: Any = None) -> list[Chunk]:
+        """A stored text cut as an ingest cuts a document's (a notebook source's text, to
+        vectorize): chunked, with pages and heading context, fitted to the model's window,
+        and no more than ``max_chunks_per_document``."""
+        settings = self.settings
+        chunks: list[Chunk] = await asyncio.to_thread(
+            chunk_text, content, settings.chunk_size, settings.chunk_overlap)
+        doc = Extracted(source="", content=content, mime_type="text/plain", chunks=chunks,
+                        page_starts=page_starts, headings=headings or [])
+        assign_pages(chunks, page_starts)
+        if settings.chunk_context == "headings":
+            assign_context(content, chunks, doc.headings)
+        if self._window is not None:
+            chunks = await asyncio.to_thread(self._fit, doc)
+        if len(chunks) > settings.max_chunks_per_document:
+            raise ConfigurationError(
+                f"the text has {len(chunks)} chunks; the limit is"
+                f" {settings.max_chunks_per_document} (SURREALDOCS_MAX_CHUNKS_PER_DOCUMENT)")
+        return chunks
 
 def _too_large(size: int, limit: int) -> str:
     return (f"the file has {_size(size)}; the limit is {_size(limit)}"

@@ -22,7 +22,6 @@ transaction, so searches see the old chunks or the new ones, never a mix.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import re
 import uuid
@@ -36,13 +35,13 @@ from surrealdb import RecordID
 from ..config import Settings
 from ..embed import EmbeddingRunner
 from ..errors import AlreadyExistsError, ConfigurationError, NotFoundError
-from ..parts.chunk import assign_context, assign_pages, chunk_text
+from ..parts.digest import sha256
 from ..parts.filters import Filters
 from ..parts.results import Hit, IngestReport, id_text, jsonable
 from ..store.connection import Store
 from ..store.documents import record_id
 from ..store.storage import Storage
-from .ingest import Ingestor, sha256
+from .ingest import Ingestor
 from .job_runner import Job, JobService, Report
 from .search import Searcher
 from .sync import check_glob
@@ -469,17 +468,14 @@ class NotebookService:
         return await self._jobs.run_pending()
 
     async def _vectorize(self, job: Job, report: Report) -> dict[str, Any]:
-        storage, settings, target = self.storage, self.settings, job.target
+        storage, target = self.storage, job.target
         if target is None:
             raise ConfigurationError("a vectorize job needs a source")
         doc = await storage.documents.text_of(target)
         if not doc:
             raise NotFoundError(f"source {target} no longer exists")
-        chunks = await asyncio.to_thread(chunk_text, doc["content"], settings.chunk_size,
-                                         settings.chunk_overlap)
-        assign_pages(chunks, doc.get("page_starts"))
-        if settings.chunk_context == "headings":
-            assign_context(doc["content"], chunks, doc["headings"])
+        chunks = await self.ingestor.chunks_of(doc["content"], doc.get("page_starts"),
+                                               doc.get("headings"))
         generation = int(doc.get("generation") or 0) + 1
         notebooks = list(doc.get("notebooks") or [])
         # chunks of the new generation are invisible until the switch below
@@ -487,15 +483,8 @@ class NotebookService:
         batch = self._embedding.batch_size
         for start in range(0, len(chunks), batch):
             part = chunks[start:start + batch]
-            # a chunk whose text is stored already (the previous generation's, or any
-            # other) keeps that vector: only new texts are embedded, each once
-            texts = {sha256(c.embedding_input): c.embedding_input for c in part}
-            known: dict[str, Any] = await storage.chunks.vectors_by_hash(list(texts))
-            missing = [h for h in texts if h not in known]
-            if missing:
-                known.update(zip(missing, await self._embedding.documents(
-                    [texts[h] for h in missing])))
-            vectors = [known[sha256(c.embedding_input)] for c in part]
+            # the previous generation's texts (or any stored) keep their vectors
+            vectors = await self.ingestor.writer.vectors_for(part)
             rows = storage.chunks.rows(target, part, vectors, generation=generation,
                                        notebooks=notebooks)
             async with self.store.write_lock:

@@ -13,7 +13,7 @@ records of the sources inside them, and makes a plan:
   document without extraction;
 - **update**: the bytes changed: the file goes through the ingest pipeline, where the new
   version takes over the old one's unchanged chunks and vectors (see
-  :meth:`surrealdocs.core.ingest.Ingestor._plan`);
+  :meth:`surrealdocs.core.document_writer.DocumentWriter._plan`);
 - **delete**: a source inside the folders that is no longer there (its document goes once
   no other source shares it).
 
