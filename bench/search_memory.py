@@ -52,7 +52,7 @@ async def main() -> None:
         if text is not None:
             out["segment_cache_mb"] = round(text.cache.used / 2**20)
             out["scanned_vectors_mb"] = round(
-                sum(v.size for v in text._vector_sets.values()) / 2**20)
+                sum(v.size for v in text.vectors.sets.values()) / 2**20)
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     print(json.dumps(out, indent=2))
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from surrealdocs import KnowledgeBase, Settings
-from surrealdocs.store.textindex import _bytes_of
+from surrealdocs.store.textsegments import bytes_of
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "corpus.jsonl"
 
@@ -57,13 +57,13 @@ async def main() -> None:
             report = await kb.ingest_texts({f"doc{i}": body})
             spans.append((report.chunks_written, time.perf_counter() - t0))
         await text.stop()  # the running merge ends
-        text._stopping = False
+        text.maintenance._stopping = False
         while await text.merge_once():  # and what is due is merged, as the next write would
             pass
         stats = await text.stats()
         maps, blocks = await kb.store.query(
             f"SELECT * FROM {text.map_table}; SELECT * FROM {text.block_table};")
-        live_bytes = sum(_bytes_of({k: v for k, v in r.items() if k != "id"})
+        live_bytes = sum(bytes_of({k: v for k, v in r.items() if k != "id"})
                          for r in [*maps, *blocks])
 
         def cost(part: list[tuple[int, float]]) -> float:

@@ -188,7 +188,7 @@ async def test_parts_written_as_float32_rows_are_read(small_settings):
                 "UPDATE $id CONTENT { n: $n, dim: $dim, data: $data, has: $has };",
                 {"id": part["id"], "n": part["n"], "dim": part["dim"],
                  "data": matrix.tobytes(), "has": part["has"]})
-        text._vector_sets.clear()
+        text.vectors.sets.clear()
         await _agrees(kb)
         assert await text.merge_once(force=True)
         (parts,) = await kb.store.query(f"SELECT * FROM {text.vector_part_table};")

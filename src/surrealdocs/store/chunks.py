@@ -51,7 +51,8 @@ from .conditions import filter_conditions
 from .connection import STALE_MARK, Statement, Store
 from .schema import hnsw_index_sql, vector_table_sql
 from .segmentvectors import distance_of
-from .textindex import Ranked, TextIndex
+from .textindex import TextIndex
+from .textsegments import Ranked
 
 STATEMENTS_PER_ROUND_TRIP = 10
 INSERT_STREAMS = 2  # round trips of one document's inserts in flight at once

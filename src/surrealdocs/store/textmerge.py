@@ -1,0 +1,367 @@
+"""Keeping the text index small and whole (``TextIndex.merge_once``, ``rebuild``): tiered
+merges of segments under a lease in the store (two processes never merge the same
+segments; a crash mid-merge leaves the old segments live), dead postings dropped, and the
+rebuild of the whole index from the chunks. See :mod:`.textindex` for the layout."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from surrealdb import RecordID
+
+from ..errors import StoreError
+from .connection import Statement
+from .segmentvectors import (
+    VectorSet,
+)
+from .textsegments import (
+    HEADER_FIELDS,
+    LEASE_SECONDS,
+    REBUILD_PAGE,
+    STALE,
+    Built,
+    Segment,
+    View,
+    build_with_origins,
+    collapse,
+    concatenated,
+    due_segments,
+    new_segment_key,
+)
+
+
+class TextIndexMaintenance:
+    """Merges and rebuilds of one text index (:class:`~.textindex.TextIndex`, which
+    creates this and delegates to it): one at a time in a process, under the store's lease
+    across processes."""
+
+    def __init__(self, index: Any) -> None:
+        self.index = index  # the TextIndex (typed loosely: it imports this module)
+        self._merging: asyncio.Task[None] | None = None
+        self._maintaining = asyncio.Lock()
+        self._stopping = False
+
+    # ----- merging -------------------------------------------------------------------
+    def merge_soon(self) -> None:
+        """Merge in the background when a level has grown full (one merge at a time in
+        this process; the lease keeps other processes out)."""
+        if self._stopping or (self._merging is not None and not self._merging.done()):
+            return
+        self._merging = asyncio.get_running_loop().create_task(self._merge_quietly())
+
+    async def _merge_quietly(self) -> None:
+        try:
+            while not self._stopping and await self.merge_once():
+                pass
+        except Exception:  # a busy or closing store: merged another time
+            pass
+
+    async def stop(self) -> None:
+        """Let a background merge end after its current statement, and wait for it."""
+        self._stopping = True
+        if self._merging is not None:
+            await asyncio.gather(self._merging, return_exceptions=True)
+
+    async def merge_once(self, *, force: bool = False) -> bool:
+        """Merge one group of segments if one is due (``force``: every live segment into
+        one). Returns whether it merged."""
+        view = await self.index._view()
+        group = due_segments(view, force)
+        if not group:
+            return False
+        async with self._maintaining:
+            return await self._merge_under_lease(force)
+
+    async def _merge_under_lease(self, force: bool) -> bool:
+        if not await self._take_lease():
+            return False
+        try:
+            await self._drop_unpublished()
+            view = await self.index._view()  # again, under the lease
+            group = due_segments(view, force)
+            if not group:
+                return False
+            await self._merge(view, group)
+            return True
+        finally:
+            await self._release_lease()
+
+    async def _merge(self, view: View, group: list[Segment]) -> None:
+        parts = await self.index.read_whole(group)
+        keys: list[str] = []
+        lengths: list[np.ndarray] = []
+        origins: list[str] = []
+        origin_of: list[np.ndarray] = []
+        vocabulary: dict[str, int] = {}
+        term_of: list[np.ndarray] = []
+        ords: list[np.ndarray] = []
+        tfs: list[np.ndarray] = []
+        absorbed: list[tuple[str, str]] = []  # dead (chunk, origin) dropped by the merge
+        # the vectors go along, known when every input's are
+        known = all(s.vectors is not None for s in group)
+        sets = await self.index.vectors.of([s for s in group if s.vectors]) if known else {}
+        dimension = next(iter(sets.values())).dimension if sets else 0
+        carried: list[VectorSet] = []
+        documents: list[Any] | None = [] if all(view.maps[s.key].documents is not None
+                                               for s in group) else None
+        moves: list[tuple[list[str], Any]] = []  # moved records the merge takes in
+        for s in group:
+            m = view.maps[s.key]
+            dead = view.dead.get(s.key, np.zeros(len(m.keys), dtype=bool))
+            alive = np.flatnonzero(~dead)
+            new_ord = np.full(len(m.keys), -1, dtype=np.int64)
+            new_ord[alive] = np.arange(len(keys), len(keys) + len(alive))
+            codes = m.origin_of
+            absorbed += [(m.keys[i], m.origins[codes[i]]) for i in np.flatnonzero(dead)]
+            keys += [m.keys[i] for i in alive.tolist()]
+            if documents is not None:
+                documents += [view.document(s.key, i) for i in alive.tolist()]
+            moves += [([m.keys[o], m.origins[codes[o]]], document)
+                      for (seg, o), document in view.moved.items() if seg == s.key]
+            lengths.append(m.lengths[alive])
+            found = sets.get(s.key)
+            if sets:
+                carried.append(found.take(alive) if found is not None
+                               else VectorSet.empty(len(alive), dimension))
+            shift = len(origins)
+            origins += m.origins
+            origin_of.append(codes[alive] + shift)
+            for block in parts[s.key]:
+                local = np.fromiter((vocabulary.setdefault(t, len(vocabulary))
+                                     for t in block.index), dtype=np.int64,
+                                    count=len(block.index))
+                counts = np.diff(block.starts)
+                mapped = new_ord[block.ords]
+                keep = mapped >= 0
+                term_of.append(np.repeat(local, counts)[keep])
+                ords.append(mapped[keep])
+                tfs.append(block.tfs[keep].astype(np.int64))
+        used = sorted(set(np.concatenate(origin_of).tolist())) if keys else []
+        renumber = np.zeros(max(len(origins), 1), dtype=np.int64)
+        renumber[used] = np.arange(len(used))
+        merged = collapse(
+            new_segment_key(), keys, documents, np.concatenate(lengths).astype(np.int64)
+            if lengths else np.zeros(0, dtype=np.int64),
+            [origins[u] for u in used],
+            renumber[np.concatenate(origin_of)] if keys else np.zeros(0, dtype=np.int64),
+            list(vocabulary), concatenated(term_of), concatenated(ords), concatenated(tfs))
+        merged.vectors_known = known
+        if sets and keys:
+            merged.vectors = VectorSet.concatenate(carried)
+        if self._stopping:
+            return
+        if merged.n:
+            for statement in self.index._write_statements(merged, live=False):
+                await self.index.store.run(statement)
+                if self._stopping:
+                    return
+        await self._publish(merged if merged.n else None, group, absorbed, moves)
+        if merged.n and merged.vectors is not None:  # what the next search would read
+            self.index.vectors.sets[merged.key] = merged.vectors
+        self.index.written["merges"] += 1
+
+    def _drop_statements(self, group: Sequence[Segment]) -> Statement:
+        return Statement(
+            "DELETE $drop_headers; DELETE $drop_maps; DELETE $drop_blocks;"
+            " DELETE $drop_vectors;",
+            {"drop_headers": [RecordID(self.index.segment_table, s.key) for s in group],
+             "drop_maps": [RecordID(self.index.map_table, s.key) for s in group],
+             "drop_blocks": [RecordID(self.index.block_table, [s.key, b]) for s in group
+                             for b in range(s.blocks)],
+             "drop_vectors": [RecordID(self.index.vector_part_table, [s.key, p]) for s in group
+                              for p in range(s.vparts)]})
+
+    async def _publish(self, merged: Built | None, group: list[Segment],
+                       absorbed: list[tuple[str, str]],
+                       moves: list[tuple[list[str], Any]]) -> None:
+        """Swap the merged segment for its inputs in one transaction (refused when an input
+        is gone or the merged segment was removed as unpublished by another merger). The
+        moves it took in go, unless a chunk moved again meanwhile."""
+        check = Statement(
+            f"IF array::len((SELECT id FROM $inputs WHERE live = true)) != array::len($inputs)"
+            f" {{ THROW '{STALE}' }};",
+            {"inputs": [RecordID(self.index.segment_table, s.key) for s in group]})
+        publish = Statement("")
+        if merged is not None:
+            publish = Statement(
+                f"IF !record::exists($merged) {{ THROW '{STALE}' }};"
+                " UPDATE $merged SET live = true RETURN NONE;",
+                {"merged": RecordID(self.index.segment_table, merged.key)})
+        forget = Statement(
+            f"FOR $d IN $absorbed {{ DELETE {self.index.dead_table} WHERE seg = $d[1]"
+            " AND chunk = $d[0]; };"
+            f" FOR $m IN $taken_moves {{ DELETE type::record('{self.index.moved_table}', $m[0])"
+            " WHERE document = $m[1]; };",
+            {"absorbed": [list(a) for a in absorbed],
+             "taken_moves": [[key, document] for key, document in moves]})
+        await self.index.store.transaction(check, publish, self._drop_statements(group), forget)
+
+    async def _drop_unpublished(self) -> None:
+        """Remove what an interrupted merge or rebuild left (the lease is ours)."""
+        (rows,) = await self.index.store.query(
+            f"SELECT {HEADER_FIELDS} FROM {self.index.segment_table} WHERE live = false;")
+        if rows:
+            await self.index.store.run(self._drop_statements([Segment.of(r) for r in rows]))
+
+    async def _take_lease(self) -> bool:
+        try:
+            await self.index.store.transaction(Statement(
+                "IF (SELECT VALUE until FROM ONLY $lease) > time::now()"
+                " AND (SELECT VALUE owner FROM ONLY $lease) != $owner"
+                f" {{ THROW 'busy' }};"
+                " UPSERT $lease SET owner = $owner,"
+                f" until = time::now() + {LEASE_SECONDS}s RETURN NONE;",
+                {"lease": self.index.lease_key, "owner": self.index.owner}))
+        except StoreError:  # held by another process, or two took it at once
+            return False
+        return True
+
+    async def _release_lease(self) -> None:
+        with contextlib.suppress(StoreError):  # it expires anyway
+            await self.index.store.query(
+                "DELETE $lease WHERE owner = $owner;",
+                {"lease": self.index.lease_key, "owner": self.index.owner})
+
+    # ----- rebuilding ----------------------------------------------------------------
+    async def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild the text index from the chunks; ``progress(done, total)`` follows it.
+        Returns the chunks indexed."""
+        async with self._maintaining:
+            return await self._rebuild(progress)
+
+    async def _rebuild(self, progress: Callable[[int, int], None] | None) -> int:
+        deadline = time.monotonic() + LEASE_SECONDS
+        while not await self._take_lease():
+            if time.monotonic() > deadline:
+                raise StoreError("the text index is being merged or rebuilt by another"
+                                 " process; try again later")
+            await asyncio.sleep(0.5)
+        try:
+            await self._drop_unpublished()
+            (old,) = await self.index.store.query(
+                f"SELECT {HEADER_FIELDS} FROM {self.index.segment_table};")
+            old_segments = [Segment.of(r) for r in old or []]
+            old_keys = {s.key for s in old_segments}
+            old_dead, old_moved = await self.index.store.query(
+                f"SELECT VALUE id FROM {self.index.dead_table};"
+                f" SELECT VALUE [id, document] FROM {self.index.moved_table};")
+            fresh: list[str] = []
+            last: RecordID | None = None
+            done = 0
+            total = 0
+            if progress is not None:
+                (counted,) = await self.index.store.query(
+                    f"SELECT count() AS n FROM {self.index.chunks_table} GROUP ALL;")
+                total = int(counted[0]["n"]) if counted else 0
+                progress(0, total)
+            while True:
+                start = last
+                inline = ", embedding" if self.index.vector_table == self.index.chunks_table else ""
+                rows, current = await self.index.store.query(
+                    f"SELECT id, document, content, text_seg{inline} FROM {self.index.chunks_table}"
+                    + (" WHERE id > $last" if last is not None else "")
+                    + f" ORDER BY id LIMIT {REBUILD_PAGE};"
+                    f" SELECT VALUE record::id(id) FROM {self.index.segment_table}"
+                    " WHERE live = true;",
+                    {"last": last})
+                if not rows:
+                    break
+                last = rows[-1]["id"]
+                # chunks written since the rebuild began are in segments of their own
+                written_since = set(current or []) - old_keys
+                rows = [r for r in rows if r.get("text_seg") not in written_since]
+                key = new_segment_key()
+                built = build_with_origins(
+                    key, [str(r["id"].id) for r in rows], [r["document"].id for r in rows],
+                    [str(r.get("content") or "") for r in rows],
+                    [r.get("text_seg") or key for r in rows], self.index.analyzer,
+                    await self._vectors_for(rows))
+                ids = [r["id"] for r in rows]
+                unstamped = [r["id"] for r in rows if not r.get("text_seg")]
+                try:
+                    await self.index.store.transaction(
+                        Statement(
+                            "IF array::len($page_ids.filter(|$i| record::exists($i)))"
+                            f" != array::len($page_ids) {{ THROW '{STALE}' }};"
+                            " UPDATE $page_new SET text_seg = $page_seg RETURN NONE;",
+                            {"page_ids": ids, "page_new": unstamped, "page_seg": key}),
+                        *(self.index._write_statements(built, live=False) if rows else []))
+                except StoreError as exc:  # a chunk of the page was deleted: read it again
+                    if STALE not in str(exc):
+                        raise
+                    last = start
+                    continue
+                if rows:
+                    fresh.append(key)
+                done += len(rows)
+                if progress is not None:
+                    progress(done, total)
+            # the chunks keep their origins, so deletions recorded from now on find them in
+            # the new segments; those recorded before the rebuild are of chunks it did not see
+            await self.index.store.transaction(
+                Statement("UPDATE $fresh SET live = true RETURN NONE;",
+                          {"fresh": [RecordID(self.index.segment_table, k) for k in fresh]}),
+                self._drop_statements(old_segments),
+                Statement("DELETE $old_dead; FOR $m IN $old_moved { DELETE $m[0]"
+                          " WHERE document = $m[1]; };",
+                          {"old_dead": list(old_dead or []), "old_moved": old_moved or []}))
+            return done
+        finally:
+            await self._release_lease()
+
+    async def _vectors_for(self, rows: list[dict[str, Any]]) -> list[Any] | None:
+        """The vectors of these chunk rows (``None`` for a chunk without one), read from
+        where the store keeps them."""
+        if self.index.vector_table is None:
+            return None
+        if self.index.vector_table == self.index.chunks_table:
+            return [r.get("embedding") for r in rows]
+        (found,) = await self.index.store.query(
+            "SELECT VALUE [record::id(id), embedding] FROM $vector_ids;",
+            {"vector_ids": [RecordID(self.index.vector_table, r["id"].id) for r in rows]})
+        by_key = {str(k): v for k, v in found or []}
+        return [by_key.get(str(r["id"].id)) for r in rows]
+
+    # ----- checks: the index against the chunks -----------------------------------------
+    async def live_postings(self) -> dict[str, dict[str, int]]:
+        """Every live chunk's terms and their frequencies, as the index holds them (reads
+        the whole index: for checks)."""
+        async def read() -> dict[str, dict[str, int]]:
+            view = await self.index._view()
+            parts = await self.index.read_whole(view.segments)
+            out: dict[str, dict[str, int]] = {}
+            for s in view.segments:
+                m = view.maps[s.key]
+                dead = view.dead.get(s.key)
+                for ordinal, key in enumerate(m.keys):
+                    if dead is None or not dead[ordinal]:
+                        if key in out:
+                            raise StoreError(f"chunk {key} is live in two segments")
+                        out[key] = {}
+                for block in parts[s.key]:
+                    for term, i in block.index.items():
+                        lo, hi = block.starts[i], block.starts[i + 1]
+                        for ordinal, tf in zip(block.ords[lo:hi].tolist(),
+                                               block.tfs[lo:hi].tolist()):
+                            if dead is None or not dead[ordinal]:
+                                out[m.keys[ordinal]][term] = int(tf)
+            return out
+        found: dict[str, dict[str, int]] = await self.index._retrying(read)
+        return found
+
+    async def expected_postings(self) -> dict[str, dict[str, int]]:
+        """What an index rebuilt from the chunks would hold (for checks)."""
+        (rows,) = await self.index.store.query(
+            f"SELECT id, content FROM {self.index.chunks_table};")
+        out = {}
+        for row in rows or []:
+            counts: dict[str, int] = {}
+            for term in self.index.analyzer.terms(str(row.get("content") or "")):
+                counts[term] = counts.get(term, 0) + 1
+            out[str(row["id"].id)] = counts
+        return out

@@ -1,0 +1,101 @@
+"""The decoded vectors of the text index's live segments, read a few part records at a
+time and kept while their segment lives (segments never change), and the scan of a query
+over them. See :mod:`.segmentvectors` for the codes and :mod:`.textindex` for the layout."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import numpy as np
+from surrealdb import RecordID
+
+from .connection import Store, release_freed_memory
+from .segmentvectors import (
+    PART_ROWS,
+    PARTS_PER_STATEMENT,
+    VectorSet,
+    decode_part,
+)
+from .textsegments import (
+    MissingRecord,
+    Ranked,
+    Segment,
+    View,
+)
+
+
+class SegmentVectors:
+    """The live segments' vectors, decoded once each (one search loads at a time)."""
+
+    def __init__(self, store: Store, part_table: str) -> None:
+        self.store = store
+        self.vector_part_table = part_table
+        self.sets: dict[str, VectorSet] = {}
+        self._loading = asyncio.Lock()
+
+    async def of(self, segments: Sequence[Segment]) -> dict[str, VectorSet]:
+        """The vectors of these segments (each read once, by one search at a time)."""
+        async with self._loading:
+            loaded = False
+            for s in segments:
+                if s.key in self.sets or not s.vparts:
+                    continue
+                self.sets[s.key] = await self._read(s)
+                loaded = True
+            if loaded:  # the answers' buffers were large: give their pages back
+                release_freed_memory()
+            return {s.key: self.sets[s.key] for s in segments
+                    if s.key in self.sets}
+
+    async def _read(self, s: Segment) -> VectorSet:
+        """A segment's vectors, read a few parts at a time (a whole large segment in one
+        answer would hold its vectors three times over while decoded)."""
+        codes: np.ndarray | None = None
+        scales = np.zeros(s.n, dtype=np.float32)
+        has = np.zeros(s.n, dtype=bool)
+        for first in range(0, s.vparts, PARTS_PER_STATEMENT):
+            numbers = range(first, min(first + PARTS_PER_STATEMENT, s.vparts))
+            (rows,) = await self.store.query(
+                "SELECT * FROM $ids;",
+                {"ids": [RecordID(self.vector_part_table, [s.key, p]) for p in numbers]},
+                read_only=True)
+            if len(rows or []) != len(numbers):
+                raise MissingRecord(f"vectors of segment {s.key}")
+            for row in rows:
+                start = int(row["id"].id[1]) * PART_ROWS
+                part_codes, part_scales, part_has = decode_part(row)
+                if codes is None:
+                    codes = np.zeros((s.n, part_codes.shape[1]), dtype=np.int8)
+                rows_of = slice(start, start + len(part_codes))
+                codes[rows_of], scales[rows_of], has[rows_of] = (
+                    part_codes, part_scales, part_has)
+            del rows
+        assert codes is not None
+        return VectorSet.of(codes, scales, has)
+
+
+def scan(view: View, sets: dict[str, VectorSet], vector: Sequence[float],
+         distance: str) -> Ranked:
+    """Every live chunk of ``view`` that has a vector in ``sets``, nearest first."""
+    query = np.asarray(vector, dtype=np.float32)
+    if distance == "COSINE":
+        norm = float(np.linalg.norm(query))
+        if norm == 0.0:
+            return Ranked()
+        query = query / norm
+    ordinals, scores = [], []
+    for i, s in enumerate(view.segments):
+        found = sets.get(s.key)
+        if found is None:
+            continue
+        valid = found.has
+        dead = view.dead.get(s.key)
+        if dead is not None:
+            valid = valid & ~dead
+        picked = np.flatnonzero(valid)
+        ordinals.append(picked + view.offsets[i])
+        scores.append(found.scores(query, distance)[picked].astype(np.float64))
+    if not ordinals:
+        return Ranked()
+    return Ranked(view, np.concatenate(ordinals), np.concatenate(scores))
