@@ -122,7 +122,7 @@ async def main() -> None:
         timings["rebuild_all_s"] = time.perf_counter() - t0
         log("rebuilding the notebook's HNSW graph")
         t0 = time.perf_counter()
-        await nbs.kb.storage.chunks.rebuild_notebook_if_due(nb.id, force=True)
+        await nbs.kb.storage.chunks.graphs.rebuild_notebook_if_due(nb.id, force=True)
         timings["rebuild_notebook_s"] = time.perf_counter() - t0
 
         log("searching")

@@ -233,7 +233,7 @@ async def measure(kb: Any, qs: list[str], scan_queries: int, efs: list[int],
         kth = 1.0 - min(float(r["s"]) for r in exact)  # the 10th exact cosine distance
         for ef in efs:
             t0 = time.perf_counter()
-            rows = await kb.storage.chunks.vector_rows(vector, 10, ef, Filters(),
+            rows = await kb.storage.chunks.legs.vector_rows(vector, 10, ef, Filters(),
                                                       careful=False)
             by_ef[ef]["ms"].append((time.perf_counter() - t0) * 1000)
             ids = {id_text(r["id"]) for r in rows}

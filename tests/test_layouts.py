@@ -92,7 +92,7 @@ async def test_chunks_without_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
         assert hits and hits[0].source.endswith("bm25.txt")
         with pytest.raises(ConfigurationError, match="embed=False"):
             await kb.search("fusion", mode="hybrid")
-        assert await kb.storage.chunks.rebuild_if_due(force=True) is False
+        assert await kb.storage.chunks.graphs.rebuild_if_due(force=True) is False
 
 
 async def test_layout_is_recorded_and_enforced(tmp_path: Path) -> None:

@@ -330,7 +330,7 @@ async def test_scoped_vector_search_walks_the_notebooks_own_index(nbs: NotebookS
     text = json.dumps(plan)
     assert '"KnnScan"' in text and f"{table}_hnsw" in text
     before = await nbs.vector_search(query_vector=vec, notebook_id=nb.id, min_score=0.0)
-    assert await nbs.storage.chunks.rebuild_notebook_if_due(nb.id, force=True)
+    assert await nbs.storage.chunks.graphs.rebuild_notebook_if_due(nb.id, force=True)
     after = await nbs.vector_search(query_vector=vec, notebook_id=nb.id, min_score=0.0)
     assert [h.chunk_id for h in after] == [h.chunk_id for h in before]
     assert {h.title for h in after} == {"solar"}

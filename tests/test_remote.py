@@ -454,7 +454,7 @@ async def test_notebooks_over_the_server(remote_engine: RemoteEngine, transport:
         assert await nbs.hybrid_search("dense retrieval", notebook_id=research.id,
                                        created_before=yesterday) == []
 
-        assert await kb.storage.chunks.rebuild_notebook_if_due(research.id, force=True)
+        assert await kb.storage.chunks.graphs.rebuild_notebook_if_due(research.id, force=True)
         assert await nbs.vector_search("dense retrieval", notebook_id=research.id)
         assert [j.status for j in await nbs.jobs()] == ["done", "done"]
 

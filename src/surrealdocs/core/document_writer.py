@@ -235,7 +235,7 @@ class DocumentWriter:
             return [*moving,
                     storage.documents.complete_statement(key, file_hash, size, doc.mime_type,
                                                          doc_id, mtime_ns),
-                    storage.chunks.pending_statement(len(rows)),
+                    storage.chunks.graphs.pending_statement(len(rows)),
                     *self._inherit(doc_id, notebooks, topics,
                                    plan.old if plan.moves else None, inserted)]
 

@@ -188,9 +188,9 @@ class Ingestor:
     async def rebuild_if_due(self) -> bool:
         """Build the HNSW graphs in which enough new vectors wait (the shared one, and the
         notebooks' that a changed source carried vectors into)."""
-        rebuilt = await self.storage.chunks.rebuild_if_due()
+        rebuilt = await self.storage.chunks.graphs.rebuild_if_due()
         for notebook in sorted(self.writer.touched_notebooks, key=str):
-            await self.storage.chunks.rebuild_notebook_if_due(notebook)
+            await self.storage.chunks.graphs.rebuild_notebook_if_due(notebook)
         self.writer.touched_notebooks.clear()
         return rebuilt
 

@@ -183,7 +183,7 @@ class KnowledgeBase:
                             provenance=provenance(embedder) if embedder else None,
                             text_index_progress=on_convert)
         kb = cls(store, embedder, settings, vectors_apart=await vectors_apart(store))
-        await kb.storage.chunks.ensure_vector_index()
+        await kb.storage.chunks.graphs.ensure_vector_index()
         # On an embedded store this process is the only writer, so every incomplete document
         # is a crash's debris; on a server only those idle for longer than the write lease.
         exclusive = store.owned and store.embedded
@@ -205,7 +205,7 @@ class KnowledgeBase:
         """Stop the job runner (a running job is resumed at the next open) and close the
         store, unless it is a connection the caller lent (:meth:`around`)."""
         await self.jobs.stop()
-        await self.storage.chunks.stop_counting()
+        await self.storage.chunks.legs.stop_counting()
         if self.store.owned:
             await self.store.close()
 
@@ -398,7 +398,7 @@ class KnowledgeBase:
         if self.settings.chunked and self.settings.bm25_max_df < 1.0 \
                 and self.storage.chunks.text is None:
             words = sorted({w for q in queries for w in query_words(q)})
-            await self.storage.chunks.count_terms(words)
+            await self.storage.chunks.legs.count_terms(words)
 
     # ----- documents -------------------------------------------------------------------
     async def forget(self, refs: Sequence[str] = (), *, glob: str | None = None,
@@ -447,7 +447,7 @@ class KnowledgeBase:
         if text and chunks.text is not None:
             await chunks.text.rebuild(progress)
         if vectors and self.settings.vectors:
-            await chunks.rebuild_if_due(force=True)
+            await chunks.graphs.rebuild_if_due(force=True)
 
     async def stats(self) -> Stats:
         return await self.reader.stats(self.embedder)

@@ -236,7 +236,7 @@ class NotebookService:
             if await self.storage.notebooks.find(nb.name):
                 raise AlreadyExistsError(f"a notebook named {nb.name!r} exists already")
             row = await self.storage.notebooks.create(data)
-            await self.storage.chunks.define_notebook_table(row["id"])
+            await self.storage.chunks.graphs.define_notebook_table(row["id"])
         else:
             updated = await self.storage.notebooks.update(nb.id, data)
             if updated is None:
@@ -289,7 +289,7 @@ class NotebookService:
         for doc in exclusive:
             await self._delete_document(doc)
         await self.store.transaction(storage.notebooks.delete_statement(notebook),
-                                        storage.chunks.drop_notebook_table_statement(notebook))
+                                        storage.chunks.graphs.drop_notebook_table_statement(notebook))
 
     # ----- sources ---------------------------------------------------------------------
     async def add_text(self, notebook: Notebook | Any | None, *, text: str,
@@ -343,7 +343,7 @@ class NotebookService:
         for doc in missing:
             await self._set_membership(doc, nb, add=True, rebuild=False)
         if missing:
-            await self.storage.chunks.rebuild_notebook_if_due(nb)
+            await self.storage.chunks.graphs.rebuild_notebook_if_due(nb)
         return len(missing)
 
     async def save_source(self, source: Source) -> Source:
@@ -431,7 +431,7 @@ class NotebookService:
             edge, storage.documents.membership_statement(doc, notebook, add=add),
             *storage.chunks.membership_statements(doc, notebook, add=add))
         if add and rebuild:
-            await storage.chunks.rebuild_notebook_if_due(notebook)
+            await storage.chunks.graphs.rebuild_notebook_if_due(notebook)
 
     async def _delete_document(self, doc: RecordID) -> None:
         await self.ingestor.delete_document(doc)
@@ -496,9 +496,9 @@ class NotebookService:
                 *storage.chunks.switch_statements(target, generation, len(chunks), notebooks))
         # the previous generations are invisible now: drop them
         await storage.chunks.delete_other_generations(target, generation)
-        await storage.chunks.rebuild_if_due()
+        await storage.chunks.graphs.rebuild_if_due()
         for nb in notebooks:
-            await storage.chunks.rebuild_notebook_if_due(nb)
+            await storage.chunks.graphs.rebuild_notebook_if_due(nb)
         return {"chunks": len(chunks), "generation": generation}
 
     # ----- search (Open Notebook's calls, on the core's search) -----------------------

@@ -193,7 +193,7 @@ class DocumentReader:
             chunks=chunks,
             sources=sources,
             mime_types=mime_types,
-            vectors_outside_graph=await self.storage.chunks.pending()
+            vectors_outside_graph=await self.storage.chunks.graphs.pending()
             if self.settings.vectors else 0,
             notebooks=await self.storage.notebooks.count() if self.settings.chunked else 0,
             text_index=await self.storage.chunks.text_index_stats()

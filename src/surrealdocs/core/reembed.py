@@ -55,7 +55,7 @@ async def reembed(settings: Settings, embedder: Embedder,
         chunks = storage.chunks
         total = await chunks.count()
         await mark_reembedding(store, embedder.name)
-        await chunks.drop_vector_indexes()
+        await chunks.graphs.drop_vector_indexes()
         done = 0
         last: Any = None
         while rows := await chunks.page_after(last, PAGE):
@@ -68,11 +68,11 @@ async def reembed(settings: Settings, embedder: Embedder,
                 on_progress(done, total)
         if chunks.text is not None:  # its segments carry the vectors: new ones now
             await chunks.text.rebuild()
-        await chunks.define_vector_index(
+        await chunks.graphs.define_vector_index(
             storage.documents.embedding_model_statement(embedder.name))
         for notebook in await storage.notebooks.select():
-            await chunks.recopy_notebook(notebook["id"])
-            await chunks.rebuild_notebook_if_due(notebook["id"], force=True)
+            await chunks.graphs.recopy_notebook(notebook["id"])
+            await chunks.graphs.rebuild_notebook_if_due(notebook["id"], force=True)
         # the store is bound to the new model only once everything above is done
         await store.run(embedding_model_statement(store, settings, embedder.name,
                                                   embedder.dimension, provenance(embedder)))

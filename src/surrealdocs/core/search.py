@@ -232,7 +232,7 @@ class Searcher:
             rows = await self.storage.documents.text_rows(terms, limit, filters)
             rows = [r for r in rows if r.get("complete") is True]
         else:
-            rows = await self.storage.chunks.text_rows(terms, limit, filters, careful)
+            rows = await self.storage.chunks.legs.text_rows(terms, limit, filters, careful)
         hits = [_hit(row, float(row.get("score") or 0.0)) for row in rows]
         for rank, hit in enumerate(hits, 1):
             hit.text_rank, hit.text_score = rank, hit.score
@@ -248,10 +248,10 @@ class Searcher:
         so is a word whose frequency is not known yet (it is being counted).
         """
         chunks = self.storage.chunks
-        df = chunks.known_term_counts(words)  # a word not counted yet is kept
+        df = chunks.legs.known_term_counts(words)  # a word not counted yet is kept
         if not df:
             return words
-        cap = max(self.settings.bm25_max_df * await chunks.total(),
+        cap = max(self.settings.bm25_max_df * await chunks.legs.total(),
                   self.settings.bm25_max_df_floor)
         kept = [w for w in words if df.get(w, 0) <= cap]
         if len(set(kept)) < self.settings.bm25_min_terms:
@@ -267,7 +267,7 @@ class Searcher:
         # The graph's recall falls when k approaches ef (on SciFact, M 12 / EFC 150: recall@100
         # 0.95 at ef 100, 0.99 at ef 200): deep fetches get a candidate list of twice k.
         ef = max(self.settings.hnsw_ef, 2 * k)
-        rows = await self.storage.chunks.vector_rows(vector, k, ef, filters, careful)
+        rows = await self.storage.chunks.legs.vector_rows(vector, k, ef, filters, careful)
         hits = [_hit(row, self._similarity(float(row["distance"]))) for row in rows]
         for rank, hit in enumerate(hits, 1):
             hit.vector_rank, hit.vector_score = rank, hit.score
