@@ -26,7 +26,7 @@ vector tables and the counters that decide when an HNSW graph is rebuilt.
   at 100k vectors). Copies cascade away with their chunks.
 - **Pending counters**: vectors written since an index's graph was last built. The embedded
   engine searches such vectors by an exact scan; once ``settings.rebuild_threshold`` of them
-  wait, and ``settings.rebuild_fraction`` of the graph's size, :meth:`ChunkStorage.rebuild_if_due`
+  wait, and ``settings.rebuild_fraction`` of the graph's size, :meth:`VectorGraphs.rebuild_if_due`
   builds the graph. Counters live in the meta table
   (``index_state`` records), one per HNSW index.
 """
