@@ -482,6 +482,14 @@ def _print_sync(report: SyncReport) -> None:
 
 
 # ----- search ----------------------------------------------------------------------------
+# the filters of a search, as `search` and `list` take them
+SourceFilter = Annotated[str | None, typer.Option(help="Only sources matching this glob")]
+MimeTypeFilter = Annotated[list[str] | None, typer.Option(
+    "--mime-type", help="Only these MIME types (repeatable)")]
+NotebookFilter = Annotated[str | None, typer.Option(
+    "--notebook", help="Only sources in this notebook (name or id)")]
+TopicsFilter = Annotated[list[str] | None, typer.Option(
+    "--topic", help="Only sources with one of these topics (repeatable)")]
 CreatedAfter = Annotated[dt.datetime | None, typer.Option(
     "--created-after", help="Only sources ingested at or after this time (ISO 8601, UTC)")]
 CreatedBefore = Annotated[dt.datetime | None, typer.Option(
@@ -511,13 +519,10 @@ def search(
     min_score: Annotated[float | None, typer.Option(
         help="Drop hits scoring below this (0-1: text, a share of the best BM25 the query"
              " could reach; vector, cosine; hybrid, 0.5 for an average candidate)")] = None,
-    source: Annotated[str | None, typer.Option(help="Only sources matching this glob")] = None,
-    mime_type: Annotated[list[str] | None, typer.Option(
-        "--mime-type", help="Only these MIME types (repeatable)")] = None,
-    notebook: Annotated[str | None, typer.Option(
-        "--notebook", help="Only sources in this notebook (name or id)")] = None,
-    topics: Annotated[list[str] | None, typer.Option(
-        "--topic", help="Only sources with one of these topics (repeatable)")] = None,
+    source: SourceFilter = None,
+    mime_type: MimeTypeFilter = None,
+    notebook: NotebookFilter = None,
+    topics: TopicsFilter = None,
     created_after: CreatedAfter = None,
     created_before: CreatedBefore = None,
     candidates: Annotated[int | None, typer.Option(
@@ -756,13 +761,10 @@ def stats(as_json: JsonOption = False, *, store: StoreOptions) -> None:
 @app.command("list")
 @store_options
 def list_documents(
-    source: Annotated[str | None, typer.Option(help="Only sources matching this glob")] = None,
-    mime_type: Annotated[list[str] | None, typer.Option(
-        "--mime-type", help="Only these MIME types (repeatable)")] = None,
-    notebook: Annotated[str | None, typer.Option(
-        "--notebook", help="Only sources in this notebook (name or id)")] = None,
-    topics: Annotated[list[str] | None, typer.Option(
-        "--topic", help="Only sources with one of these topics (repeatable)")] = None,
+    source: SourceFilter = None,
+    mime_type: MimeTypeFilter = None,
+    notebook: NotebookFilter = None,
+    topics: TopicsFilter = None,
     created_after: CreatedAfter = None,
     created_before: CreatedBefore = None,
     limit: Annotated[int, typer.Option("--limit", "-k", help="Documents per page")] = 50,
