@@ -28,8 +28,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from notebook_scope import DIM, FixedDim, load, log  # noqa: E402
-from surrealdocs import Settings  # noqa: E402
-from surrealdocs.core.notebook_service import Notebooks  # noqa: E402
+from surrealdocs import KnowledgeBase, Settings  # noqa: E402
 from surrealdocs.store.schema import hnsw_index_sql  # noqa: E402
 
 
@@ -44,22 +43,23 @@ async def main() -> None:
     centres = rng.normal(size=(100, DIM)).astype(np.float32)
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(db=str(Path(tmp) / "kb"), model="bench", rebuild_threshold=10**9)
-        nbs = await Notebooks.open(settings=settings, embedder=FixedDim(DIM), run_jobs=False)
-        sources = await load(nbs, args.chunks, 1000, rng, centres)
+        kb = await KnowledgeBase.open(settings=settings, embedder=FixedDim(DIM))
+        nbs = kb.notebooks
+        sources = await load(kb, args.chunks, 1000, rng, centres)
         nb = await nbs.create_notebook("probe")
         for doc in sources[: max(len(sources) // 10, 1)]:
             await nbs.link(doc, nb)
         log("loaded and linked")
         if args.reopen:
             t0 = time.perf_counter()
-            await nbs.store.refresh_engine()
+            await kb.store.refresh_engine()
             log(f"engine reopened in {time.perf_counter() - t0:.1f} s")
-        n = nbs.names
+        n = kb.store.names
         sql = (hnsw_index_sql(n, settings, DIM).replace("IF NOT EXISTS", "OVERWRITE")
                if args.statement == "define" else f"REBUILD INDEX {n.hnsw_index} ON {n.chunks};")
         t0 = time.perf_counter()
         try:
-            await asyncio.wait_for(nbs.store.query(sql), args.timeout)
+            await asyncio.wait_for(kb.store.query(sql), args.timeout)
             log(f"{args.statement} finished in {time.perf_counter() - t0:.1f} s")
         except asyncio.TimeoutError:
             log(f"{args.statement}: no answer after {time.perf_counter() - t0:.0f} s")

@@ -7,7 +7,7 @@ embeddings than uniform noise) and 30-word texts drawn from a Zipf distribution 
 5,000-word vocabulary (as word frequencies in real text), written straight into the schema,
 so the benchmark measures search rather than the model. Vector, text and hybrid search are
 each timed scoped to the notebook and unscoped. Sources are put in the notebook through
-`Notebooks.link` (edges, chunk membership, the notebook's vector table), then both HNSW
+`kb.notebooks.link` (edges, chunk membership, the notebook's vector table), then both HNSW
 graphs are built. Scoped and unscoped queries alternate, so machine noise hits both alike;
 the brute-force filter on the shared index (`notebooks CONTAINS $nb AND <|k,ef|>`) runs as
 the baseline that a per-notebook index replaces.
@@ -30,8 +30,7 @@ from typing import Any
 import numpy as np
 from surrealdb import RecordID
 
-from surrealdocs import Settings
-from surrealdocs.core.notebook_service import Notebooks
+from surrealdocs import KnowledgeBase, Settings
 from surrealdocs.embed.hashing import HashingEmbedder
 
 DIM = 384
@@ -66,13 +65,13 @@ def text(rng: np.random.Generator, words: int = 30) -> str:
     return " ".join(word(int(r)) for r in ranks)
 
 
-async def load(nbs: Notebooks, n_chunks: int, per_source: int, rng: np.random.Generator,
+async def load(kb: KnowledgeBase, n_chunks: int, per_source: int, rng: np.random.Generator,
                centres: np.ndarray) -> list[RecordID]:
-    n = nbs.names
+    n = kb.store.names
     sources = []
     for s in range(n_chunks // per_source):
         doc = RecordID(n.documents, f"src{s:05d}")
-        await nbs.store.query("CREATE $d CONTENT $doc RETURN NONE;", {"d": doc, "doc": {
+        await kb.store.query("CREATE $d CONTENT $doc RETURN NONE;", {"d": doc, "doc": {
             "source": f"bench://{s}", "sources": [f"bench://{s}"], "content": f"source {s}",
             "mime_type": "text/plain", "content_hash": f"h{s}", "chunk_count": per_source,
             "complete": True}})
@@ -84,7 +83,7 @@ async def load(nbs: Notebooks, n_chunks: int, per_source: int, rng: np.random.Ge
                  "chunk_index": i, "char_start": 0, "char_end": 1, "word_count": 6,
                  "embedding": v.tolist()} for i, v in enumerate(vecs)]
         for start in range(0, len(rows), 100):
-            await nbs.store.query(f"INSERT INTO {n.chunks} $r RETURN NONE;",
+            await kb.store.query(f"INSERT INTO {n.chunks} $r RETURN NONE;",
                                   {"r": rows[start:start + 100]})
         sources.append(doc)
         if (s + 1) % 10 == 0:
@@ -104,9 +103,10 @@ async def main() -> None:
     timings: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(db=str(Path(tmp) / "kb"), model="bench", rebuild_threshold=10**9)
-        nbs = await Notebooks.open(settings=settings, embedder=FixedDim(DIM), run_jobs=False)
+        kb = await KnowledgeBase.open(settings=settings, embedder=FixedDim(DIM))
+        nbs = kb.notebooks
         t0 = time.perf_counter()
-        sources = await load(nbs, args.chunks, args.per_source, rng, centres)
+        sources = await load(kb, args.chunks, args.per_source, rng, centres)
         timings["load_s"] = time.perf_counter() - t0
         nb = await nbs.create_notebook("bench")
         t0 = time.perf_counter()
@@ -118,11 +118,12 @@ async def main() -> None:
         timings["link_s"] = time.perf_counter() - t0
         log("rebuilding the shared HNSW graph")
         t0 = time.perf_counter()
-        await nbs.kb.rebuild_index()
+        await kb.rebuild_index()
         timings["rebuild_all_s"] = time.perf_counter() - t0
         log("rebuilding the notebook's HNSW graph")
         t0 = time.perf_counter()
-        await nbs.kb.storage.chunks.graphs.rebuild_notebook_if_due(nb.id, force=True)
+        assert nb.id is not None
+        await kb.storage.chunks.graphs.rebuild_notebook_if_due(nb.id, force=True)
         timings["rebuild_notebook_s"] = time.perf_counter() - t0
 
         log("searching")
@@ -134,11 +135,11 @@ async def main() -> None:
             "vector_unscoped", "vector_scoped", "vector_filter_on_shared", "text_unscoped",
             "text_scoped", "hybrid_unscoped", "hybrid_scoped")}
         recall: list[float] = []
-        names = nbs.kb.store.names
+        names = kb.store.names
 
         async def filter_on_shared(q: Any) -> Any:
             # the baseline: the notebook filter pushed into the shared HNSW index
-            return await nbs.kb.store.query(
+            return await kb.store.query(
                 f"SELECT id, vector::distance::knn() AS d FROM {names.chunks}"
                 " WHERE notebooks CONTAINS $nb AND embedding <|10,100|> $v ORDER BY d;",
                 {"nb": nb.id, "v": [float(x) for x in q]})
@@ -166,7 +167,7 @@ async def main() -> None:
                 if name.endswith("_scoped"):
                     outside = [h for h in hits if h.document_id not in in_notebook]
                     assert not outside, f"{name} returned chunks outside the notebook"
-        await nbs.close()
+        await kb.close()
     p50 = {k: statistics.median(v) for k, v in lat.items()}
     result = {
         "chunks": args.chunks, "notebook_chunks": args.notebook_chunks,
