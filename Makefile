@@ -28,7 +28,7 @@ test: $(STAMP)
 # the quick benchmarks (under a minute, no ../shared needed); the others: bench/README.md
 bench: $(STAMP)
 	$(BIN)/python bench/text_index_writes.py --documents 300
-	$(BIN)/python bench/engine_bm25_limit.py --rows 5000 --runs 3
+	$(BIN)/python bench/engine/engine_bm25_limit.py --rows 5000 --runs 3
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

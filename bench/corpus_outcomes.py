@@ -14,17 +14,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from surrealdocs import Settings
+from surrealdocs.parts.extract import Extracted, extract_file
 
-from surrealdocs import Settings  # noqa: E402
-from surrealdocs.parts.extract import Extracted, extract_file  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 async def run(root: Path, settings: Settings) -> dict[str, dict[str, Any]]:

@@ -33,8 +33,7 @@ from typing import Any
 from surrealdb import AsyncSurreal, RecordID
 
 import surrealdocs.kreuzberg_surrealdb as facade
-from fulltext_insert import insert_rows  # type: ignore[import-not-found]
-from scale import corpus, synthetic  # type: ignore[import-not-found]
+from common import corpus, insert_rows, rss_mb, synthetic
 
 ROWS_PER_INSERT = 25
 STREAMS = 2
@@ -50,11 +49,6 @@ def texts(count: int) -> list[str]:
             out += [doc[i:i + 800] for i in range(0, max(1, len(doc) - 100), 700)]
         seed += 1
     return out[:count]
-
-
-def rss_mb() -> int:
-    status = Path("/proc/self/status").read_text()
-    return int(status.split("VmRSS:")[1].split()[0]) // 1024
 
 
 async def connect(url: str) -> Any:

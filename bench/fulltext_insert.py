@@ -26,25 +26,11 @@ from typing import Any
 from surrealdb import AsyncSurreal, RecordID
 
 import surrealdocs.kreuzberg_surrealdb as facade
+from common import insert_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT.parent / "shared" / "data" / "documents" / "txt" / "book-war-and-peace-1225p.txt"
 QUERIES = ["prince andrew natasha", "war of 1812 napoleon moscow", "the old count rostov dinner"]
-
-
-async def insert_rows(db: Any, rows: list[dict[str, Any]], rows_per_insert: int,
-                      streams: int) -> None:
-    """``INSERT INTO chunks``, ``rows_per_insert`` rows a statement, ``streams`` at once."""
-    batches = iter([rows[i:i + rows_per_insert] for i in range(0, len(rows), rows_per_insert)])
-
-    async def stream() -> None:
-        for batch in batches:  # shared: each batch is taken once
-            raw: Any = await db.query_raw("INSERT INTO chunks $rows RETURN NONE;",
-                                          {"rows": batch})
-            if any(r.get("status") != "OK" for r in raw["result"]):
-                raise SystemExit(f"insert failed: {raw['result']}")
-
-    await asyncio.gather(*(stream() for _ in range(streams)))
 
 
 async def load(url: str, texts: list[str], rows_per_insert: int, streams: int,

@@ -26,15 +26,13 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
+from common import DEV_COLLECTIONS, SHARED, dev_dataset
+from surrealdocs import KnowledgeBase, Settings
+from surrealdocs.core.evaluate import SOURCE_PREFIX, load_beir, mean_scores, score_run
+from surrealdocs.parts.fusion import minmax as scale_minmax
+from surrealdocs.parts.fusion import zscore as scale_zscore
 
-from quality import DEV_COLLECTIONS, SHARED, dev_dataset  # noqa: E402
-from surrealdocs import KnowledgeBase, Settings  # noqa: E402
-from surrealdocs.core.evaluate import SOURCE_PREFIX, load_beir, mean_scores, score_run  # noqa: E402
-from surrealdocs.parts.fusion import minmax as scale_minmax  # noqa: E402
-from surrealdocs.parts.fusion import zscore as scale_zscore  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 DEPTH = 100
 Fusion = Callable[[dict[str, Any], str], list[str]]

@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,22 +30,20 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from quality import dev_dataset  # noqa: E402
-from surrealdocs import Settings  # noqa: E402
-from surrealdocs.core.evaluate import (  # noqa: E402
+from common import dev_dataset
+from surrealdocs import Settings
+from surrealdocs.core.evaluate import (
     SOURCE_PREFIX,
     document_text,
     load_beir,
     mean_scores,
     score_run,
 )
-from surrealdocs.core.kb import KnowledgeBase  # noqa: E402
-from surrealdocs.core.search import query_terms  # noqa: E402
-from surrealdocs.embed import get_embedder  # noqa: E402
+from surrealdocs.core.kb import KnowledgeBase
+from surrealdocs.core.search import query_terms
+from surrealdocs.embed import get_embedder
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 DEPTH = 100
@@ -118,11 +115,15 @@ async def build(db: str) -> dict[str, list[str]]:
 async def collect(db: str, queries: dict[str, str], doc_bm25: bool) -> dict[str, Any]:
     async with await KnowledgeBase.open(settings=Settings.from_env(db=db)) as kb:
         (rows,) = await kb.store.query(
-            f"SELECT id, document, chunk_index, content, embedding FROM {kb.store.names.chunks};")
+            f"SELECT id, document, chunk_index, content FROM {kb.store.names.chunks};")
+        # the vectors live in their own table (schema 8), keyed as their chunks
+        (vectors,) = await kb.store.query(
+            f"SELECT VALUE [record::id(id), embedding] FROM {kb.storage.chunks.vector_table};")
+        by_key = {str(k): v for k, v in vectors}
         assert kb.embedder is not None
         out: dict[str, Any] = {
             "chunks": [(key(r["document"]), int(r["chunk_index"]), r["content"]) for r in rows],
-            "vectors": np.array([r["embedding"] for r in rows], dtype=np.float32),
+            "vectors": np.array([by_key[str(r["id"].id)] for r in rows], dtype=np.float32),
             "text": {}, "query_vectors": {}, "doc_bm25": {}}
         if doc_bm25:
             await kb.store.query(

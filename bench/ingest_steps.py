@@ -22,8 +22,7 @@ from typing import Any
 
 from surrealdb.connections.async_embedded import AsyncEmbeddedSurrealConnection
 
-from fulltext_growth import rss_mb  # type: ignore[import-not-found]
-from scale import corpus, grow, synthetic  # type: ignore[import-not-found]
+from common import corpus, grow, rss_mb, synthetic
 from surrealdocs import KnowledgeBase, Settings
 from surrealdocs.store.connection import Store, release_freed_memory
 

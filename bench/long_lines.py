@@ -14,17 +14,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import sys
 import tempfile
 import time
 from itertools import pairwise
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from surrealdocs import Settings
+from surrealdocs.parts.extract import Extracted, extract_file
 
-from surrealdocs import Settings  # noqa: E402
-from surrealdocs.parts.extract import Extracted, extract_file  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota",
          "kappa", "lambda", "mu")

@@ -21,74 +21,15 @@ import asyncio
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from surrealdb import RecordID
 
+from common import DIM, VOCABULARY, FixedDim, load, log, text, word  # noqa: F401
 from surrealdocs import KnowledgeBase, Settings
-from surrealdocs.embed.hashing import HashingEmbedder
-
-DIM = 384
-_T0 = time.perf_counter()
-
-
-def log(msg: str) -> None:
-    """Stage progress on stderr, so a slow or stuck stage is visible while it runs."""
-    print(f"[{time.perf_counter() - _T0:8.1f}s] {msg}", file=sys.stderr, flush=True)
-
-
-class FixedDim(HashingEmbedder):
-    """Only its name and dimension matter here: vectors are given directly."""
-
-
-VOCABULARY = 5000
-
-
-def word(rank: int) -> str:
-    """A distinct letters-only word per rank (digits would be split off by the analyzer)."""
-    letters = "bcdfghjklmnprstv"
-    out = "q"
-    while True:
-        rank, digit = divmod(rank, 16)
-        out += letters[digit] + "a"
-        if rank == 0:
-            return out
-
-
-def text(rng: np.random.Generator, words: int = 30) -> str:
-    ranks = np.minimum(rng.zipf(1.1, words), VOCABULARY)
-    return " ".join(word(int(r)) for r in ranks)
-
-
-async def load(kb: KnowledgeBase, n_chunks: int, per_source: int, rng: np.random.Generator,
-               centres: np.ndarray) -> list[RecordID]:
-    n = kb.store.names
-    sources = []
-    for s in range(n_chunks // per_source):
-        doc = RecordID(n.documents, f"src{s:05d}")
-        await kb.store.query("CREATE $d CONTENT $doc RETURN NONE;", {"d": doc, "doc": {
-            "source": f"bench://{s}", "sources": [f"bench://{s}"], "content": f"source {s}",
-            "mime_type": "text/plain", "content_hash": f"h{s}", "chunk_count": per_source,
-            "complete": True}})
-        vecs = centres[rng.integers(0, len(centres), per_source)] \
-            + 0.35 * rng.normal(size=(per_source, DIM)).astype(np.float32)
-        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        rows = [{"id": RecordID(n.chunks, f"src{s:05d}_{i}"), "document": doc,
-                 "content": text(rng),
-                 "chunk_index": i, "char_start": 0, "char_end": 1, "word_count": 6,
-                 "embedding": v.tolist()} for i, v in enumerate(vecs)]
-        for start in range(0, len(rows), 100):
-            await kb.store.query(f"INSERT INTO {n.chunks} $r RETURN NONE;",
-                                  {"r": rows[start:start + 100]})
-        sources.append(doc)
-        if (s + 1) % 10 == 0:
-            log(f"loaded {(s + 1) * per_source} chunks")
-    return sources
 
 
 async def main() -> None:

@@ -25,22 +25,19 @@ import datetime as dt
 import json
 import os
 import platform
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from common import DEV_COLLECTIONS, SHARED, dev_dataset
+from surrealdocs import Settings
+from surrealdocs.core.evaluate import evaluate, load_beir
 
-from surrealdocs import Settings  # noqa: E402
-from surrealdocs.core.evaluate import evaluate, load_beir  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 BEGIN, END = "<!-- quality:begin -->", "<!-- quality:end -->"
 COLLECTIONS_BEGIN, COLLECTIONS_END = "<!-- collections:begin -->", "<!-- collections:end -->"
-SHARED = ROOT.parent / "shared" / "data"
-DEV_COLLECTIONS = ("med", "cacm", "npl")  # with scifact-dev first
 
 # Published SciFact (BEIR test split) figures: (system, nDCG@10, R@100, MRR@10, source)
 PUBLISHED = {
@@ -99,18 +96,6 @@ def table(report: dict[str, Any]) -> str:
         " running: timings are indicative; the quality figures are deterministic).",
     ]
     return "\n".join(lines)
-
-
-def dev_dataset() -> Path:
-    """The dev split (300 SciFact train queries, see bench/data/scifact-dev/README.md) next
-    to the shared SciFact corpus, as one BEIR directory."""
-    target = Path(tempfile.mkdtemp(prefix="scifact-dev-"))
-    source = ROOT / "bench" / "data" / "scifact-dev"
-    shutil.copytree(source / "qrels", target / "qrels")
-    shutil.copy(source / "queries.jsonl", target / "queries.jsonl")
-    (target / "corpus.jsonl").symlink_to(ROOT.parent / "shared" / "data" / "scifact"
-                                         / "corpus.jsonl")
-    return target
 
 
 def bm25_reference(dataset: Path) -> float | None:

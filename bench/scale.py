@@ -44,8 +44,6 @@ import argparse
 import asyncio
 import json
 import os
-import random
-import re
 import resource
 import statistics
 import sys
@@ -53,125 +51,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
+from common import (  # noqa: F401
+    PROXY,
+    ROOT,
+    SCIFACT,
+    SENTENCE_END,
+    SentenceMeanEmbedder,
+    corpus,
+    disk_bytes,
+    grow,
+    pct,
+    queries,
+    synthetic,
+    time_modes,
+)
+
 MODEL = "hashing-384"
-PROXY = "minilm-sentences"
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 TIE_EPSILON = 1e-3  # ann-benchmarks' epsilon for a result that ties the k-th true distance
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def disk_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def corpus() -> tuple[dict[str, str], list[str]]:
-    docs = {}
-    sentences: list[str] = []
-    for line in (SCIFACT / "corpus.jsonl").open(encoding="utf-8"):
-        row = json.loads(line)
-        text = f"{row.get('title', '')}\n\n{row.get('text', '')}".strip()
-        docs[f"beir:{row['_id']}"] = text
-        sentences += [s for s in SENTENCE_END.split(row.get("text", "")) if len(s) > 40]
-    return docs, sentences
-
-
-def synthetic(sentences: list[str], n: int, seed: int) -> dict[str, str]:
-    """``n`` documents of 8–16 SciFact sentences each, deterministic for ``seed``."""
-    rng = random.Random(seed)
-    return {f"synthetic:{seed}:{i}": " ".join(rng.choice(sentences)
-                                               for _ in range(rng.randint(8, 16)))
-            for i in range(n)}
-
-
-def queries(n: int) -> list[str]:
-    judged = {line.split("\t")[0] for line in (SCIFACT / "qrels" / "test.tsv").open()}
-    rows = [json.loads(line) for line in (SCIFACT / "queries.jsonl").open()]
-    return [r["text"] for r in rows if str(r["_id"]) in judged][:n]
-
-
-class SentenceMeanEmbedder:
-    """all-MiniLM-L6-v2's geometry for a lookup's cost (see the module's docstring)."""
-
-    def __init__(self, sentences: list[str], workdir: Path) -> None:
-        import numpy as np
-
-        from surrealdocs.embed import get_embedder
-
-        self.model = get_embedder("all-minilm-l6-v2")
-        self.name, self.dimension = PROXY, self.model.dimension
-        distinct = sorted(set(sentences))
-        cache = workdir / "scifact-sentences-minilm.npy"
-        if cache.exists():
-            vectors = np.load(cache)
-        else:
-            print(f"embedding {len(distinct)} sentences once", file=sys.stderr, flush=True)
-            vectors = self.model.embed_documents(distinct)
-            np.save(cache, vectors)
-        assert vectors.shape == (len(distinct), self.dimension)
-        self.vectors = vectors
-        self.index = {s: i for i, s in enumerate(distinct)}
-        self.head = {s[:40]: i for i, s in enumerate(distinct)}
-        self.tail = {s[-40:]: i for i, s in enumerate(distinct)}
-        self.misses: dict[str, Any] = {}
-
-    def _piece(self, piece: str) -> Any:
-        i = self.index.get(piece)
-        if i is None and len(piece) >= 40:
-            i = self.head.get(piece[:40], self.tail.get(piece[-40:]))
-        if i is not None:
-            return self.vectors[i]
-        if piece not in self.misses:
-            self.misses[piece] = self.model.embed_query(piece)
-        return self.misses[piece]
-
-    def _vector(self, text: str) -> Any:
-        import numpy as np
-
-        pieces = [p for p in SENTENCE_END.split(text.strip()) if p.strip()] or [text]
-        total = sum(len(p) * self._piece(p) for p in pieces)
-        norm = float(np.linalg.norm(total))
-        return (total / norm).astype(np.float32) if norm else self.model.embed_query(text)
-
-    def embed_documents(self, texts: Any) -> Any:
-        import numpy as np
-
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        return np.stack([self._vector(t) for t in texts])
-
-    def embed_query(self, text: str) -> Any:
-        return self.model.embed_query(text)
-
-
-async def grow(kb: Any, target: int, docs: dict[str, str], sentences: list[str],
-               seed: int) -> tuple[int, float]:
-    """Ingest until the store holds ``target`` chunks (SciFact's documents first, in steps
-    of 500, then synthetic ones); (chunks written, seconds)."""
-    stats = await kb.stats()
-    written, seconds = 0, 0.0
-    batch_no = 0
-    real = [kv for kv in docs.items()]
-    while stats.chunks < target:
-        start = stats.documents
-        if start < len(real):
-            pending = dict(real[start:start + 500])
-        else:
-            # about 4 chunks per synthetic document; steps of up to 5,000 documents
-            need = max(1, min(5_000, (target - stats.chunks) // 4 + 1))
-            pending = synthetic(sentences, need, seed * 1_000 + batch_no)
-            batch_no += 1
-        t0 = time.perf_counter()
-        report = await kb.ingest_texts(pending)
-        seconds += time.perf_counter() - t0
-        written += report.chunks_written
-        stats = await kb.stats()
-    return written, seconds
 
 
 async def rebuild_graph(kb: Any) -> None:
@@ -183,23 +79,6 @@ async def rebuild_graph(kb: Any) -> None:
         await kb.rebuild_index(text=False)
     else:
         await kb.rebuild_index()
-
-
-async def time_modes(kb: Any, qs: list[str]) -> dict[str, dict[str, float]]:
-    """p50/p95 ms of each mode over ``qs`` (top 10, one hit per document; five untimed
-    searches first)."""
-    out = {}
-    for mode in ("text", "vector", "hybrid"):
-        for q in qs[:5]:
-            await kb.search(q, mode=mode, per_document=True)
-        times = []
-        for q in qs:
-            t0 = time.perf_counter()
-            await kb.search(q, mode=mode, per_document=True)
-            times.append((time.perf_counter() - t0) * 1000)
-        out[mode] = {"p50_ms": round(statistics.median(times), 1),
-                     "p95_ms": round(pct(times, 0.95), 1)}
-    return out
 
 
 async def measure(kb: Any, qs: list[str], scan_queries: int, efs: list[int],

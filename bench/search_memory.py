@@ -16,12 +16,9 @@ import argparse
 import asyncio
 import json
 import resource
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from scale import PROXY, SentenceMeanEmbedder, corpus, queries, time_modes
+from common import PROXY, SentenceMeanEmbedder, corpus, queries, time_modes
 
 
 async def main() -> None:

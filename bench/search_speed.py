@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import re
 import statistics
 import sys
@@ -30,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common import load_queries
 from surrealdocs import KnowledgeBase, Settings
 
 _UNITS = {"ns": 1e-6, "µs": 1e-3, "us": 1e-3, "ms": 1.0, "s": 1000.0}
@@ -50,18 +50,6 @@ def engine_ms(duration: str) -> float:
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def load_queries(dataset: Path, split: str, n: int, long: bool, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    if long:
-        docs = [json.loads(line) for line in (dataset / "corpus.jsonl").open()]
-        picked = rng.sample(docs, min(n, len(docs)))
-        return [" ".join(str(d.get("text", "")).split()[:60]) for d in picked]
-    judged = {line.split("\t")[0] for line in (dataset / "qrels" / f"{split}.tsv").open()}
-    queries = [json.loads(line) for line in (dataset / "queries.jsonl").open()]
-    texts = [q["text"] for q in queries if str(q["_id"]) in judged]
-    return texts[:n]
 
 
 async def main() -> None:

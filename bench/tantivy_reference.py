@@ -15,18 +15,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import time
 from pathlib import Path
 
+import tantivy
+
+from common import load_queries, pct
+from surrealdocs import KnowledgeBase, Settings
+from surrealdocs.core.search import query_words
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-
-import tantivy  # noqa: E402
-
-from search_speed import load_queries, pct  # noqa: E402
-from surrealdocs import KnowledgeBase, Settings  # noqa: E402
-from surrealdocs.core.search import query_words  # noqa: E402
 
 
 async def chunks_of(db: str) -> list[tuple[str, str]]:

@@ -36,11 +36,8 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-
-from surrealdocs import KnowledgeBase, Settings  # noqa: E402
-from surrealdocs.core.evaluate import (  # noqa: E402
+from surrealdocs import KnowledgeBase, Settings
+from surrealdocs.core.evaluate import (
     SOURCE_PREFIX,
     Dataset,
     document_text,
@@ -48,9 +45,11 @@ from surrealdocs.core.evaluate import (  # noqa: E402
     mean_scores,
     score_run,
 )
-from surrealdocs.embed.minilm import MAX_TOKENS, TOKENIZER_PATH, MiniLMEmbedder  # noqa: E402
-from surrealdocs.parts.chunk import chunk_text  # noqa: E402
-from surrealdocs.parts.fusion import zscore  # noqa: E402
+from surrealdocs.embed.minilm import MAX_TOKENS, TOKENIZER_PATH, MiniLMEmbedder
+from surrealdocs.parts.chunk import chunk_text
+from surrealdocs.parts.fusion import zscore
+
+ROOT = Path(__file__).resolve().parents[1]
 
 DEPTH = 100
 

@@ -255,7 +255,7 @@ class Store:
         series of writes in one session: after 57,000 to 89,000 chunks written (fewer with
         vectors), a write never returns, every thread parked and no CPU used, while a
         freshly opened engine goes on from there. Reopening every 16,000 chunks carried the
-        same writes past 150,000 (bench/engine_write_hang.py; BENCHMARKS.md). Each hang
+        same writes past 150,000 (bench/engine/engine_write_hang.py; BENCHMARKS.md). Each hang
         came as the engine set aside its second memtable of the session, the first never
         having been flushed; closing the engine writes its memtables out.
         """

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/common.py
 
-from notebook_scope import DIM, FixedDim, load, log  # noqa: E402
-from surrealdocs import KnowledgeBase, Settings  # noqa: E402
-from surrealdocs.store.schema import hnsw_index_sql  # noqa: E402
+from common import DIM, FixedDim, load, log
+from surrealdocs import KnowledgeBase, Settings
+from surrealdocs.store.schema import hnsw_index_sql
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 async def main() -> None:

@@ -27,8 +27,9 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scale import corpus, synthetic
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/common.py
+
+from common import corpus, synthetic
 
 
 def cpu_seconds() -> float:
