@@ -19,10 +19,10 @@ from ..parts.chunk import embedding_input
 from ..store.connection import connect, resolve_url, store_missing
 from ..store.schema import (
     SCHEMA_VERSION,
-    embedding_model_statement,
     layout_of,
     mark_reembedding,
     read_schema,
+    store_model_statement,
     vectors_apart,
 )
 from ..store.storage import Storage
@@ -69,12 +69,12 @@ async def reembed(settings: Settings, embedder: Embedder,
         if chunks.text is not None:  # its segments carry the vectors: new ones now
             await chunks.text.rebuild()
         await chunks.graphs.define_vector_index(
-            storage.documents.embedding_model_statement(embedder.name))
+            storage.documents.model_of_documents_statement(embedder.name))
         for notebook in await storage.notebooks.select():
             await chunks.graphs.recopy_notebook(notebook["id"])
             await chunks.graphs.rebuild_notebook_if_due(notebook["id"], force=True)
         # the store is bound to the new model only once everything above is done
-        await store.run(embedding_model_statement(store, settings, embedder.name,
+        await store.run(store_model_statement(store, settings, embedder.name,
                                                   embedder.dimension, provenance(embedder)))
         return done
     finally:

@@ -441,7 +441,7 @@ class DocumentStorage:
         return Statement(f"UPDATE $doc SET notebooks = {change}(notebooks, [$nb]) RETURN NONE;",
                          {"doc": doc, "nb": notebook})
 
-    def embedding_model_statement(self, model: str) -> Statement:
+    def model_of_documents_statement(self, model: str) -> Statement:
         """Every document's vectors are now the model's (after a re-embed)."""
         return Statement(f"UPDATE {self.table} SET embedding_model = $model RETURN NONE;",
                          {"model": model})

@@ -603,12 +603,12 @@ def check_embedding_model(stored: dict[str, Any], model: str, dimension: int, ur
 
 async def mark_reembedding(store: Store, model: str) -> None:
     """Record that the store is being re-embedded with ``model``: until
-    :func:`embedding_model_statement` runs, every open is refused."""
+    :func:`store_model_statement` runs, every open is refused."""
     await store.query("UPSERT $e MERGE { reembedding: $model };",
                       {"e": store.names.embedding_key, "model": model})
 
 
-def embedding_model_statement(store: Store, settings: Settings, model: str, dimension: int,
+def store_model_statement(store: Store, settings: Settings, model: str, dimension: int,
                               provenance: Mapping[str, str] | None = None) -> Statement:
     """Bind the store to ``model`` (a store made without vectors has them from now on)."""
     return Statement(
