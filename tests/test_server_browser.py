@@ -246,3 +246,84 @@ def test_page_asks_for_a_key_and_uses_it(tmp_path: Path, browser: Any) -> None:
         d.refresh()
         until(d, lambda d: d.find_elements(By.CSS_SELECTOR, ".hit"))
         assert not d.find_elements(By.CSS_SELECTOR, "#key-dialog[open]")
+
+
+def _overflow(driver: Any) -> int:
+    """How far the page, or a list in it, is wider than its box (0: no horizontal
+    scrollbar anywhere), and whether every upload's status shows inside its panel."""
+    return int(driver.execute_script("""
+        const page = document.documentElement;
+        let worst = page.scrollWidth - page.clientWidth;
+        for (const list of document.querySelectorAll('#uploads, #documents'))
+            worst = Math.max(worst, list.scrollWidth - list.clientWidth);
+        const panel = document.getElementById('upload-panel').getBoundingClientRect();
+        for (const s of document.querySelectorAll('.upload-state'))
+            worst = Math.max(worst, Math.ceil(s.getBoundingClientRect().right - panel.right));
+        return worst;"""))
+
+
+def test_page_lists_opens_deletes_documents_and_holds_its_shape(tmp_path: Path,
+                                                                browser: Any) -> None:
+    """Long file names and a failure in the upload list: the page stays as wide as the
+    window at 1280 and 390 px; the documents list shows what is stored, opens a document
+    and deletes one; a notebook shows its own contents."""
+    files = tmp_path / "files"
+    files.mkdir()
+    long = "quarterly-report-of-the-regional-wading-bird-survey-with-appendices-" * 2
+    names = [f"{long}herons.md", f"{long}egrets.txt", f"{long}broken-on-purpose.pdf"]
+    (files / names[0]).write_text(HERONS)
+    (files / names[1]).write_text(EGRETS)
+    (files / names[2]).write_bytes(b"%PDF-1.7 not really a PDF")
+    with served(tmp_path, "--db", str(tmp_path / "db")) as (proc, url):
+        wait_ready_process(proc, url)
+        d = browser
+        d.set_window_size(1280, 900)
+        d.get(url + "/")
+        until(d, lambda d: "Nothing stored yet." in d.find_element(By.ID, "documents").text)
+        d.find_element(By.ID, "file-input").send_keys("\n".join(str(files / n) for n in names))
+        until(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".upload[data-status]")) == 3)
+        assert d.find_element(By.CSS_SELECTOR, ".upload.failed .upload-reason").text
+        rows = until(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#documents li[data-id]")
+                     if len(d.find_elements(By.CSS_SELECTOR, "#documents li[data-id]")) == 2
+                     else None)
+        assert _overflow(d) == 0, "wider than the window at 1280 px"
+        shot(d, "page-uploads-1280.png")
+
+        # open a document from the list: its whole text, no search needed
+        herons = next(r for r in rows if "Herons of the marsh" in r.text or "herons.md" in
+                      (r.find_element(By.CSS_SELECTOR, ".doc").get_attribute("title") or ""))
+        herons.find_element(By.CSS_SELECTOR, ".doc").click()
+        until(d, lambda d: "grey heron stands motionless" in
+              d.find_element(By.ID, "viewer-body").text)
+        d.find_element(By.ID, "viewer-body").send_keys(Keys.ESCAPE)
+        until(d, lambda d: not d.find_element(By.ID, "viewer").get_attribute("open"))
+
+        # a phone-sized window, the upload list as it is: still no horizontal scrollbar
+        d.set_window_size(390, 844)
+        until(d, lambda d: _overflow(d) == 0)
+        shot(d, "page-uploads-390.png")
+        d.set_window_size(1280, 900)
+
+        # delete one from the list: it leaves the store and the list
+        d.execute_script("window.confirm = () => true;")
+        herons = next(r for r in d.find_elements(By.CSS_SELECTOR, "#documents li[data-id]")
+                      if "herons.md" in (r.find_element(By.CSS_SELECTOR, ".doc")
+                                         .get_attribute("title") or ""))
+        herons.find_element(By.CSS_SELECTOR, ".delete").click()
+        until(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#documents li[data-id]")) == 1
+              and stat(d, "Documents") == "1")
+        assert "egrets.txt" in d.find_element(By.CSS_SELECTOR, "#documents .doc") \
+            .get_attribute("title")
+
+        # a notebook's contents: a new one is empty; the whole store is back when it is left
+        d.find_element(By.ID, "new-notebook").click()
+        d.find_element(By.ID, "notebook-name").send_keys("Waders", Keys.ENTER)
+        until(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#notebooks .nb"))
+        d.find_element(By.CSS_SELECTOR, "#notebooks .nb").click()
+        until(d, lambda d: "No documents in this notebook." in
+              d.find_element(By.ID, "documents").text)
+        assert d.find_element(By.ID, "documents-title").text == "In Waders"
+        d.find_element(By.CSS_SELECTOR, "#notebooks .nb").click()
+        until(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#documents li[data-id]")) == 1)
+        logs = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"]
+        assert not logs, logs

@@ -23,6 +23,7 @@
     doc: null,       // the document open in the viewer
     chunkAt: -1,     // which of its chunks is highlighted
     searchSeq: 0,
+    docsOffset: 0,   // the documents list: how many are shown
   };
 
   // ----- talking to the API --------------------------------------------------------
@@ -429,6 +430,62 @@
     refreshSide();
   }
 
+  // ----- documents: what is stored, a page at a time -------------------------------------
+  const DOCS_PAGE = 20;
+  async function loadDocuments(more) {
+    const scope = $("#notebook").value;
+    const nb = state.notebooks.find((n) => n.id === scope);
+    $("#documents-title").textContent = nb ? `In ${nb.name}` : "Documents";
+    if (!more) state.docsOffset = 0;
+    const params = new URLSearchParams({ offset: String(state.docsOffset), limit: String(DOCS_PAGE) });
+    if (scope) params.set("notebook", scope);
+    let out;
+    try { out = await api("/v1/documents?" + params); }
+    catch (e) { $("#documents").replaceChildren(el("li", { class: "muted small", text: e.message })); return; }
+    const list = $("#documents");
+    if (!more) list.replaceChildren();
+    const docs = out.documents || [];
+    if (!docs.length && !more) {
+      list.append(el("li", { class: "muted small", text: nb ? "No documents in this notebook." : "Nothing stored yet." }));
+    }
+    const writable = !state.info || state.info.can_write;
+    for (const doc of docs) {
+      const name = doc.title || baseName(doc.source || doc.id);
+      const meta = [doc.source, doc.mime_type, `${doc.chunk_count} passage${doc.chunk_count === 1 ? "" : "s"}`]
+        .filter(Boolean).join(" · ");
+      list.append(el("li", { "data-id": doc.id },
+        el("button", { class: "doc", type: "button", title: doc.source || name, onclick: () => openDocument(doc) },
+          el("span", { class: "doc-name", text: name }), el("span", { class: "doc-meta", text: meta })),
+        writable ? el("button", {
+          class: "delete", type: "button", title: `Delete ${name} (its passages go with it)`,
+          "aria-label": `Delete document ${name}`, onclick: () => deleteDocument(doc, name) }, "✕") : null));
+    }
+    state.docsOffset += docs.length;
+    const total = out.total || 0;
+    $("#documents-count").textContent = total ? `${total}` : "";
+    $("#documents-more").hidden = state.docsOffset >= total;
+  }
+  async function openDocument(doc) {
+    state.terms = [];
+    const viewer = $("#viewer");
+    $("#viewer-title").textContent = doc.title || baseName(doc.source || doc.id);
+    $("#viewer-meta").textContent = doc.source || doc.id;
+    $("#viewer-body").replaceChildren(el("p", { class: "loading", text: "Loading the document…" }));
+    if (!viewer.open) viewer.showModal();
+    try {
+      state.doc = await api("/v1/documents/" + enc(doc.id));
+      showChunk(state.doc.chunks && state.doc.chunks.length ? 0 : -1, { start: 0, end: 0 });
+    } catch (e) {
+      $("#viewer-body").replaceChildren(el("p", { class: "loading", text: "Cannot open it: " + e.message }));
+    }
+  }
+  async function deleteDocument(doc, name) {
+    if (!confirm(`Delete “${name}”? Its text and passages leave the store.`)) return;
+    try { await api("/v1/documents/" + enc(doc.id), { method: "DELETE" }); }
+    catch (e) { banner("Cannot delete it: " + e.message, "error"); }
+    refreshSide();
+  }
+
   // ----- notebooks, stats, key -----------------------------------------------------------
   function fillNotebookSelect(select, first, keep) {
     const current = keep !== undefined ? keep : select.value;
@@ -449,7 +506,7 @@
         el("button", {
           class: "nb" + (nb.id === scope ? " active" : ""), type: "button",
           title: nb.description || `Search within ${nb.name}`,
-          onclick: () => { $("#notebook").value = nb.id === scope ? "" : nb.id; renderNotebooks(); search(); } },
+          onclick: () => { $("#notebook").value = nb.id === scope ? "" : nb.id; renderNotebooks(); loadDocuments(); search(); } },
           el("span", { text: nb.name }), el("span", { class: "count", text: String(nb.source_count || 0) })),
         writable ? el("button", {
           class: "delete", type: "button", title: `Delete ${nb.name} (its sources stay)`,
@@ -482,7 +539,7 @@
       dl.replaceChildren(el("dt", { text: "Unavailable" }), el("dd", { text: e.message }));
     }
   }
-  function refreshSide() { loadNotebooks(); loadStats(); }
+  function refreshSide() { loadNotebooks(); loadStats(); loadDocuments(); }
 
   async function loadInfo() {
     try {
@@ -531,6 +588,7 @@
       banner("");
       await loadNotebooks(params.get("notebook") || "");
       loadStats();
+      loadDocuments();
       if ($("#q").value.trim()) search();
     }
   }
@@ -541,7 +599,8 @@
     for (const b of document.querySelectorAll(".modes button")) {
       b.addEventListener("click", () => { setMode(b.dataset.mode); if ($("#q").value.trim()) search(); });
     }
-    $("#notebook").addEventListener("change", () => { renderNotebooks(); if ($("#q").value.trim()) search(); });
+    $("#notebook").addEventListener("change", () => { renderNotebooks(); loadDocuments(); if ($("#q").value.trim()) search(); });
+    $("#documents-more").addEventListener("click", () => loadDocuments(true));
 
     const drop = $("#dropzone"), input = $("#file-input");
     drop.addEventListener("click", () => input.click());
