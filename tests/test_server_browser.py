@@ -327,3 +327,76 @@ def test_page_lists_opens_deletes_documents_and_holds_its_shape(tmp_path: Path,
         until(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#documents li[data-id]")) == 1)
         logs = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"]
         assert not logs, logs
+
+
+def test_page_filters_and_more_results(tmp_path: Path, browser: Any) -> None:
+    """The filters narrow a search as the API's options do (type, source, added since, one
+    passage per document), and "More results" asks for more."""
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "herons.md").write_text(HERONS)
+    (files / "egrets.txt").write_text(EGRETS)
+    # enough passages about waders for more than one page of hits
+    (files / "waders.txt").write_text("\n\n".join(
+        f"Wader note {n}: the waders fed on the mudflat at low tide, probing for worms and "
+        f"small shellfish, and rose together when a falcon passed over the estuary. " * 5
+        for n in range(40)))
+    with served(tmp_path, "--db", str(tmp_path / "db")) as (proc, url):
+        wait_ready_process(proc, url)
+        d = browser
+        d.set_window_size(1280, 900)
+        d.get(url + "/?mode=text")
+        until(d, lambda d: "Nothing stored yet." in d.find_element(By.ID, "documents").text)
+        d.find_element(By.ID, "file-input").send_keys(
+            "\n".join(str(files / n) for n in ("herons.md", "egrets.txt", "waders.txt")))
+        until(d, lambda d: stat(d, "Documents") == "3")
+
+        def sources() -> list[str]:
+            return [h.find_element(By.CSS_SELECTOR, ".source").text
+                    for h in d.find_elements(By.CSS_SELECTOR, ".hit")]
+
+        def searched(action: Any) -> list[str]:
+            d.execute_script("document.getElementById('summary').textContent = '';")
+            action()
+            until(d, lambda d: d.find_element(By.ID, "summary").text not in ("", "Searching…"))
+            return sources()
+
+        box = d.find_element(By.ID, "q")
+        box.send_keys("herons egrets water", Keys.ENTER)
+        until(d, lambda d: "· text ·" in d.find_element(By.ID, "summary").text)
+        everything = sources()
+        assert {"upload://herons.md", "upload://egrets.txt"} <= set(everything)
+
+        d.find_element(By.CSS_SELECTOR, "#filters summary").click()
+        until(d, lambda d: "text/markdown" in [o.get_attribute("value") for o in
+                                               d.find_elements(By.CSS_SELECTOR, "#f-type option")])
+        only_md = searched(lambda: d.execute_script(
+            "const s = document.getElementById('f-type'); s.value = 'text/markdown';"
+            " s.dispatchEvent(new Event('change'));"))
+        assert only_md and set(only_md) == {"upload://herons.md"}
+        d.execute_script("const s = document.getElementById('f-type'); s.value = '';")
+
+        only_txt = searched(lambda: (d.find_element(By.ID, "f-source").send_keys(
+            "*.txt", Keys.ENTER)))
+        assert only_txt and set(only_txt) == {"upload://egrets.txt"}
+        d.find_element(By.ID, "f-source").clear()
+
+        later = searched(lambda: d.execute_script(
+            "const s = document.getElementById('f-after'); s.value = '2999-01-01';"
+            " s.dispatchEvent(new Event('change'));"))
+        assert later == []
+        d.execute_script("document.getElementById('f-after').value = '';")
+
+        per_doc = searched(lambda: d.find_element(By.ID, "f-per-doc").click())
+        assert len(per_doc) == len(set(per_doc)) >= 2
+
+        # without the toggle, a word of many passages: a page of 20, then More asks for more
+        d.find_element(By.ID, "f-per-doc").click()
+        d.find_element(By.ID, "q").clear()
+        first = searched(lambda: d.find_element(By.ID, "q").send_keys("mudflat", Keys.ENTER))
+        assert len(first) == 20 and d.find_element(By.ID, "more-results").is_displayed()
+        d.find_element(By.ID, "more-results").click()
+        until(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".hit")) > 20)
+        assert _overflow(d) == 0
+        logs = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"]
+        assert not logs, logs

@@ -24,6 +24,7 @@
     chunkAt: -1,     // which of its chunks is highlighted
     searchSeq: 0,
     docsOffset: 0,   // the documents list: how many are shown
+    limit: 20,       // hits asked for (More results asks for more)
   };
 
   // ----- talking to the API --------------------------------------------------------
@@ -161,16 +162,26 @@
     history.replaceState(null, "", url);
   }
 
-  async function search() {
+  function searchParams(q) {
+    const params = new URLSearchParams({ query: q, mode: state.mode, limit: String(state.limit) });
+    if ($("#notebook").value) params.set("notebook", $("#notebook").value);
+    if ($("#f-type").value) params.append("mime_type", $("#f-type").value);
+    if ($("#f-source").value.trim()) params.set("source", $("#f-source").value.trim());
+    if ($("#f-after").value) params.set("created_after", $("#f-after").value + "T00:00:00");
+    if ($("#f-per-doc").checked) params.set("per_document", "true");
+    return params;
+  }
+
+  async function search(more) {
     const q = $("#q").value.trim();
     syncUrl(q);
+    state.limit = more ? state.limit + 20 : 20;
     if (!q) { renderHits([], ""); return; }
     const seq = ++state.searchSeq;
-    const params = new URLSearchParams({ query: q, mode: state.mode, limit: "20" });
-    if ($("#notebook").value) params.set("notebook", $("#notebook").value);
+    const params = searchParams(q);
     $("#empty").hidden = true;
     $("#summary").textContent = "Searching…";
-    $("#results").replaceChildren(el("li", { class: "skeleton" }), el("li", { class: "skeleton" }));
+    if (!more) $("#results").replaceChildren(el("li", { class: "skeleton" }), el("li", { class: "skeleton" }));
     try {
       const result = await api("/v1/search?" + params.toString());
       if (seq !== state.searchSeq) return;  // a newer search is under way
@@ -192,9 +203,11 @@
     if (!q) {
       $("#summary").textContent = "";
       $("#empty").hidden = false;
+      $("#more-results").hidden = true;
       return;
     }
     $("#empty").hidden = true;
+    $("#more-results").hidden = hits.length < state.limit;
     $("#summary").textContent = hits.length
       ? `${hits.length} passage${hits.length === 1 ? "" : "s"} · ${state.mode} · ${Math.round(tookMs)} ms`
       : notice ? `No passages: ${notice}.`
@@ -535,6 +548,11 @@
       const rows = [["Documents", s.documents], ["Passages", s.chunks], ["Notebooks", s.notebooks],
         ["Model", `${s.model} (${s.dimension})`], ["Not yet in the vector graph", s.vectors_outside_graph]];
       dl.replaceChildren(...rows.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: String(v) })]));
+      const type = $("#f-type");
+      const chosen = type.value;
+      type.replaceChildren(el("option", { value: "", text: "Any" }),
+        ...Object.keys(s.mime_types || {}).sort().map((m) => el("option", { value: m, text: m })));
+      type.value = chosen;
     } catch (e) {
       dl.replaceChildren(el("dt", { text: "Unavailable" }), el("dd", { text: e.message }));
     }
@@ -601,6 +619,13 @@
     }
     $("#notebook").addEventListener("change", () => { renderNotebooks(); loadDocuments(); if ($("#q").value.trim()) search(); });
     $("#documents-more").addEventListener("click", () => loadDocuments(true));
+    $("#more-results").addEventListener("click", () => search(true));
+    for (const id of ["#f-type", "#f-after", "#f-per-doc"]) {
+      $(id).addEventListener("change", () => { if ($("#q").value.trim()) search(); });
+    }
+    $("#f-source").addEventListener("keydown", (e) => {
+      if (e.key === "Enter") { e.preventDefault(); if ($("#q").value.trim()) search(); }
+    });
 
     const drop = $("#dropzone"), input = $("#file-input");
     drop.addEventListener("click", () => input.click());
