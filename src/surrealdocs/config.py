@@ -57,6 +57,9 @@ class Settings:
             it is (the default one: 256 word pieces): a document that fits is stored as one
             chunk, and a chunk longer than the window is cut again, so no text is silently
             truncated by the model. ``False`` keeps kreuzberg's chunks as they are.
+        strip_running_lines: keep running headers and footers (lines that open or close
+            most pages) out of every chunk; they stay in the document's text and are listed
+            in its metadata (``running_lines``).
         hnsw_*: HNSW index parameters. ``hnsw_ef`` is the search-time candidate list size
             (a search for k hits uses at least 2k).
         bm25_k1, bm25_b: BM25 parameters of the full-text index. The defaults are Lucene's
@@ -155,6 +158,7 @@ class Settings:
     chunk_overlap: int = 100
     chunk_context: str = "headings"
     fit_chunks: bool = False
+    strip_running_lines: bool = True
     hnsw_distance: str = "COSINE"
     hnsw_efc: int = 150
     hnsw_m: int = 12

@@ -243,21 +243,30 @@ def longest_line(text: str | bytes) -> int:
     return max(map(len, text.split(sep)))  # type: ignore[arg-type]
 
 
-def chunk_text(text: str, max_chars: int = 800, overlap: int = 100) -> list[Chunk]:
+def chunk_text(text: str, max_chars: int = 800, overlap: int = 100, *,
+               skip: Sequence[tuple[int, int]] = ()) -> list[Chunk]:
     """Chunk plain text with the same chunker as documents (no extraction involved).
 
     Text whose lines are all shorter than :data:`LONG_LINE` goes to kreuzberg's chunker in
     one call. Longer lines make that call quadratic, so such text is cut into pieces first
     (:func:`pieces`), at paragraph, line, sentence or word boundaries, each piece starting
     ``overlap`` characters before the previous one ended; the pieces are chunked in one
-    parallel batch. Spans always index ``text``.
+    parallel batch. ``skip``: sorted, disjoint spans no chunk may hold (running headers and
+    footers); the text between them is chunked apart. Spans always index ``text``.
     """
     if not text.strip():
         return []
-    if longest_line(text) <= LONG_LINE:
-        spans = [(0, len(text))]
-    else:
-        spans = pieces(text, piece_chars(max_chars), overlap)
+    spans: list[tuple[int, int]] = []
+    for a, b in _between(len(text), skip):
+        if not text[a:b].strip():
+            continue
+        if longest_line(text[a:b]) <= LONG_LINE:
+            spans.append((a, b))
+        else:
+            spans += [(a + x, a + y) for x, y in pieces(text[a:b], piece_chars(max_chars),
+                                                        overlap)]
+    if not spans:
+        return []
     results = _chunk_pieces([text[a:b] for a, b in spans], max_chars, overlap)
     out: list[Chunk] = []
     for (start, end), result in zip(spans, results):
@@ -371,3 +380,15 @@ def _chunk_pieces(texts: list[str], max_chars: int, overlap: int) -> list[Any]:
     if len(data) == 1:
         return [extract_bytes_sync(data[0], "text/plain", config)]
     return list(batch_extract_bytes_sync(data, ["text/plain"] * len(data), config))
+
+
+def _between(length: int, skip: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans of ``[0, length)`` outside the (sorted, disjoint) ``skip`` spans."""
+    out, at = [], 0
+    for a, b in skip:
+        if a > at:
+            out.append((at, a))
+        at = max(at, b)
+    if at < length:
+        out.append((at, length))
+    return out

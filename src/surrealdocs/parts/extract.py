@@ -11,12 +11,14 @@ import datetime as dt
 import os
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..config import Settings
 from ..errors import ConfigurationError
+from .boilerplate import running_lines, texts_of
 from .chunk import (
     LONG_LINE,
     Chunk,
@@ -404,6 +406,12 @@ async def _extract_data(data: bytes, claimed: str | None, source: str, settings:
                              chunk=not own_chunks)
     if html and isinstance(outcome, Extracted):
         outcome = await asyncio.to_thread(_check_html_text, outcome, payload)
+    if isinstance(outcome, Extracted) and settings.chunked and settings.strip_running_lines:
+        spans = running_lines(outcome.content, outcome.page_starts)
+        if spans:  # chunked again, between them
+            outcome.metadata["running_lines"] = texts_of(outcome.content, spans)
+            outcome = await asyncio.to_thread(_rechunk, outcome, settings, spans)
+            own_chunks = False
     if own_chunks and isinstance(outcome, Extracted):
         outcome = await asyncio.to_thread(_rechunk, outcome, settings)
     if isinstance(outcome, ExtractFailure):
@@ -445,9 +453,12 @@ def _check_html_text(doc: Extracted, html: bytes) -> Extracted:
     return doc
 
 
-def _rechunk(doc: Extracted, settings: Settings) -> ExtractOutcome:
-    """``doc`` with chunks of its (whole) content made by :func:`chunk_text`."""
-    doc.chunks = chunk_text(doc.content, settings.chunk_size, settings.chunk_overlap)
+def _rechunk(doc: Extracted, settings: Settings,
+             skip: Sequence[tuple[int, int]] = ()) -> ExtractOutcome:
+    """``doc`` with chunks of its content made by :func:`chunk_text` (none holding a span
+    of ``skip``)."""
+    doc.chunks = chunk_text(doc.content, settings.chunk_size, settings.chunk_overlap,
+                            skip=skip)
     if not doc.chunks:
         return ExtractFailure(doc.source, "no text could be extracted", kind="empty")
     assign_pages(doc.chunks, doc.page_starts)
