@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from chat_server import chat_server
 from conftest import SAMPLES
 from surrealdocs.faces.cli import app
 
@@ -56,10 +57,15 @@ def test_readme_commands_run_as_written(tmp_path: Path, monkeypatch: pytest.Monk
     (papers / "drafts" / "idea.md").write_text("A draft about attention.\n")
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
-    for line in readme_commands():
-        result = runner.invoke(app, shlex.split(line)[1:])
-        assert result.exit_code == 0, f"{line}\n{result.output}"
-        assert result.output.strip(), f"{line} printed nothing"
+    with chat_server() as server:  # what `ask` talks to, as the README sets it up
+        server.models = ("llama3.2",)
+        monkeypatch.setenv("SURREALDOCS_LLM", "ollama:llama3.2")
+        monkeypatch.setenv("OLLAMA_HOST", server.url)
+        for line in readme_commands():
+            result = runner.invoke(app, shlex.split(line)[1:])
+            assert result.exit_code == 0, f"{line}\n{result.output}"
+            assert result.output.strip(), f"{line} printed nothing"
+        assert server.requests, "no `ask` line reached the model"
 
 
 def readme_programs() -> list[str]:

@@ -111,6 +111,14 @@ class Settings:
         embed_timeout: seconds one provider request may take.
         embed_retries: retries of a provider request after a 429, a 5xx, a timeout or a
             connection error (so ``embed_retries + 1`` attempts).
+        llm: the chat model ``ask`` answers with: ``openai:MODEL`` (any OpenAI-compatible
+            chat-completions server) or ``ollama:MODEL``; empty, ``ask`` says how to set it.
+        llm_base_url, llm_api_key: where it listens and its key; unset, ``OPENAI_BASE_URL``
+            or ``OLLAMA_HOST``, and ``OPENAI_API_KEY``, then the providers' defaults.
+        llm_timeout, llm_retries: seconds one chat request may wait for its first token,
+            and retries after a 429, a 5xx or a failed connection before it.
+        ask_passages: passages retrieved for an answer (numbered in the prompt);
+            ask_context_chars: the most characters of them the prompt holds.
         embed_backoff: seconds before the first retry, doubled for each next one (a
             ``Retry-After`` from the server wins).
         rebuild_threshold: vectors written since the last HNSW build after which an ingest
@@ -186,6 +194,13 @@ class Settings:
     embed_timeout: float = 60.0
     embed_retries: int = 4
     embed_backoff: float = 0.5
+    llm: str = ""
+    llm_base_url: str | None = None
+    llm_api_key: str | None = field(default=None, repr=False)
+    llm_timeout: float = 120.0
+    llm_retries: int = 3
+    ask_passages: int = 8
+    ask_context_chars: int = 12_000
     rebuild_threshold: int = 2000
     rebuild_fraction: float = 0.05
     hybrid_fusion: str = "zscore"
@@ -300,6 +315,18 @@ class Settings:
             raise ConfigurationError("embed_timeout must be positive")
         if self.embed_backoff < 0:
             raise ConfigurationError("embed_backoff must be zero or positive")
+        if self.llm and not (self.llm.startswith(("openai:", "ollama:"))
+                             and self.llm.split(":", 1)[1].strip()):
+            raise ConfigurationError(
+                f"llm must be openai:MODEL or ollama:MODEL, got {self.llm!r}")
+        if self.llm_timeout <= 0 or not isinstance(self.llm_retries, int) \
+                or self.llm_retries < 0:
+            raise ConfigurationError("llm_timeout must be positive, llm_retries >= 0")
+        if not isinstance(self.ask_passages, int) or not 1 <= self.ask_passages <= 50:
+            raise ConfigurationError(
+                f"ask_passages must be an integer from 1 to 50, got {self.ask_passages!r}")
+        if not isinstance(self.ask_context_chars, int) or self.ask_context_chars < 500:
+            raise ConfigurationError("ask_context_chars must be an integer >= 500")
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Settings:

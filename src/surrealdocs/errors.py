@@ -77,3 +77,8 @@ class EmbeddingProviderError(SurrealDocsError):
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class ChatModelError(SurrealDocsError):
+    """The chat model an answer needs failed: unreachable, the model or key refused, or
+    retries exhausted before its first token."""

@@ -183,7 +183,18 @@ class Ingestor:
     async def delete_source(self, source: str) -> bool:
         """Forget a source; its document goes when no other source shares it."""
         async with self.store.write_lock:
-            return await self.storage.documents.forget_source(source)
+            deleted = await self.storage.documents.forget_source(source)
+        self.storage.chunks.written()  # deletions can make a segment due for a merge
+        return deleted
+
+    async def rebuild_index(self, *, text: bool = True, vectors: bool = True,
+                            progress: Callable[[int, int], None] | None = None) -> None:
+        """Rebuild the text index from the chunks, and the HNSW graph over every vector."""
+        chunks = self.storage.chunks
+        if text and chunks.text is not None:
+            await chunks.text.rebuild(progress)
+        if vectors and self.settings.vectors:
+            await chunks.graphs.rebuild_if_due(force=True)
 
     async def rebuild_if_due(self) -> bool:
         """Build the HNSW graphs in which enough new vectors wait (the shared one, and the

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from ..chat import chat_model
 from ..config import Settings
 from ..embed import Embedder, EmbeddingRunner, get_embedder, provenance
 from ..errors import ConfigurationError, NotFoundError, SchemaNotInitializedError
@@ -40,6 +41,7 @@ from ..store.connection import Store, connect, resolve_url, store_missing, store
 from ..store.names import Names
 from ..store.schema import ensure_schema, layout_of, read_schema, vectors_apart
 from ..store.storage import Storage
+from .answer import Answer, answer
 from .ingest import Ingestor, ProgressCallback
 from .ingest_jobs import IngestJobs
 from .job_runner import JobService
@@ -345,9 +347,7 @@ class KnowledgeBase:
     async def delete(self, source: str) -> bool:
         """Forget a source; its document (and chunks) go when no other source shares it."""
         key = source if "://" in source else next(iter(as_path(source)), source)
-        deleted = await self._ingestor.delete_source(key)
-        self.storage.chunks.written()  # deletions can make a segment due for a merge
-        return deleted
+        return await self._ingestor.delete_source(key)
 
     # ----- search ----------------------------------------------------------------------
     async def search(self, query: str | SearchRequest | None = None, *, mode: str = "hybrid",
@@ -432,10 +432,7 @@ class KnowledgeBase:
     async def delete_document(self, ref: Any) -> None:
         """Delete a document, whatever its sources: its chunks, vector copies, notebook
         edges, jobs and source records go with it."""
-        doc = await self.reader.document_id(ref)
-        if not await self.storage.documents.exists(doc):
-            raise NotFoundError(f"no document {ref!r}")
-        await self._ingestor.delete_document(doc)
+        await self._ingestor.delete_document(await self.reader.document_id(ref))
 
     # ----- maintenance -----------------------------------------------------------------
     async def rebuild_index(self, *, text: bool = True, vectors: bool = True,
@@ -443,14 +440,20 @@ class KnowledgeBase:
         """Rebuild the text index from the chunks (``progress(done, total)`` follows it)
         and build the HNSW graph over every vector (done automatically after big
         ingests)."""
-        chunks = self.storage.chunks
-        if text and chunks.text is not None:
-            await chunks.text.rebuild(progress)
-        if vectors and self.settings.vectors:
-            await chunks.graphs.rebuild_if_due(force=True)
+        await self._ingestor.rebuild_index(text=text, vectors=vectors, progress=progress)
 
     async def stats(self) -> Stats:
         return await self.reader.stats(self.embedder)
+
+    async def ask(self, question: str | SearchRequest, *, llm: str | None = None,
+                  on_text: Callable[[str], Any] | None = None) -> Answer:
+        """Answer from the passages a search finds (or a SearchRequest's) with the chat
+        model ``llm`` (default ``settings.llm``), citations checked: :mod:`.answer`."""
+        request = question if isinstance(question, SearchRequest) else SearchRequest(
+            question, limit=self.settings.ask_passages)
+        model = chat_model(llm, self.settings)
+        return await answer(request.query or "", await self.search(request), model,
+                            self.settings.ask_context_chars, on_text)
 
 
 class SyncKnowledgeBase:

@@ -927,6 +927,60 @@ def reembed(*, store: StoreOptions) -> None:
     console.print(f"{_count(n, 'chunk')} re-embedded with {escape(model)}")
 
 
+# ----- ask -------------------------------------------------------------------------------
+@app.command()
+@store_options
+def ask(
+    question: Annotated[str, typer.Argument(help="The question to answer")],
+    llm: Annotated[str | None, typer.Option(
+        help="Chat model: openai:MODEL (any OpenAI-compatible server) or ollama:MODEL"
+             " [default: $SURREALDOCS_LLM]")] = None,
+    passages: Annotated[int | None, typer.Option(
+        help="Passages retrieved and given to the model [default: 8]")] = None,
+    mode: Annotated[str, typer.Option(help=f"How they are found: one of {', '.join(MODES)}")
+                    ] = "hybrid",
+    source: SourceFilter = None,
+    mime_type: MimeTypeFilter = None,
+    notebook: NotebookFilter = None,
+    topics: TopicsFilter = None,
+    created_after: CreatedAfter = None,
+    created_before: CreatedBefore = None,
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
+) -> None:
+    """Answer a question from the stored documents with a chat model, citing the passages
+    it used as [n]; the sources follow the answer."""
+    from ..chat import chat_model
+
+    try:
+        chat_model(llm, store.settings())  # no model: say how to set one, before any work
+    except SurrealDocsError as exc:
+        _fail(str(exc))
+    request = SearchRequest(
+        question, mode=mode, limit=passages or store.settings().ask_passages, source=source,
+        mime_type=mime_type or None, notebook=notebook, topics=topics or None,
+        created_after=created_after, created_before=created_before)
+    stream = None if as_json else (
+        lambda text: console.print(text, end="", markup=False, highlight=False,
+                                   soft_wrap=True))
+    result = _with_kb(store, lambda kb: kb.ask(request, llm=llm, on_text=stream))
+    if as_json:
+        _print_json(result.to_dict())
+        return
+    console.print()
+    if result.removed_citations or not result.grounded:
+        note = [f"{_count(result.removed_citations, 'citation')} of no passage removed"] \
+            if result.removed_citations else []
+        if not result.grounded and result.passages:
+            note.append("the answer cites no passage: it is not grounded")
+        err_console.print(f"[yellow]note:[/yellow] {escape('; '.join(note))}")
+    for c in result.citations:
+        pages = f", page {c.page}" if c.page else ""
+        console.print(f"[bold]{escape(f'[{c.number}]')}[/bold] {escape(c.title or c.source)}"
+                      f" [dim]{escape(c.source)}{pages} · characters {c.char_start}-"
+                      f"{c.char_end}[/dim]", soft_wrap=True)
+
+
 # ----- MCP -------------------------------------------------------------------------------
 @app.command("mcp")
 @store_options

@@ -20,6 +20,7 @@ from starlette.requests import ClientDisconnect
 
 from ...errors import (
     AlreadyExistsError,
+    ChatModelError,
     ConfigurationError,
     DimensionMismatchError,
     EmbeddingModelMismatchError,
@@ -41,6 +42,7 @@ ERROR_STATUS: tuple[tuple[type[SurrealDocsError], int, str], ...] = (
     (DimensionMismatchError, 422, "invalid_vector"),
     (ConfigurationError, 422, "invalid_parameter"),
     (EmbeddingProviderError, 502, "embedding_provider_error"),
+    (ChatModelError, 502, "chat_model_error"),
     (ModelUnavailableError, 503, "model_unavailable"),
     (EmbeddingModelMismatchError, 503, "store_unavailable"),
     (SchemaVersionError, 503, "store_unavailable"),

@@ -85,3 +85,19 @@ class TextsRequest(_Strict):
 class NotebookRequest(_Strict):
     name: str = Field(..., min_length=1, max_length=200)
     description: str = Field("", max_length=10_000)
+
+
+class AskBody(_Strict):
+    """A question for ``kb.ask``: the passages are found as a search with these filters."""
+
+    question: str = Field(..., min_length=1, max_length=4000, description="The question")
+    llm: str | None = Field(None, description="openai:MODEL or ollama:MODEL (default: the"
+                                              " server's SURREALDOCS_LLM)")
+    passages: int | None = Field(None, ge=1, le=50, description="Passages given to the model")
+    mode: Mode = "hybrid"
+    source: str | None = None
+    mime_type: list[str] | None = None
+    notebook: str | None = None
+    topics: list[str] | None = None
+    created_after: dt.datetime | None = None
+    created_before: dt.datetime | None = None

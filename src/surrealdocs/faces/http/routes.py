@@ -26,7 +26,7 @@ from ...parts.results import id_text
 from ...version import __version__
 from .auth import Access, presented_token, reader, server_state, writer
 from .error_responses import ApiError
-from .models import NotebookRequest, SearchBody, TextsRequest
+from .models import AskBody, NotebookRequest, SearchBody, TextsRequest
 from .state import ServerState
 from .uploads import receive
 
@@ -214,6 +214,17 @@ async def search_get(q: Annotated[SearchBody, Query()], who: Reader,
 @router.post("/search", tags=["search"], summary="Search (options as a JSON body)")
 async def search_post(q: SearchBody, who: Reader, state: State) -> dict[str, Any]:
     return await _search(state.require(), q)
+
+
+@router.post("/ask", tags=["search"], summary="Answer a question from the documents, cited")
+async def ask(body: AskBody, who: Reader, state: State) -> dict[str, Any]:
+    kb = state.require()
+    request = SearchRequest(
+        body.question, mode=body.mode, limit=body.passages or kb.settings.ask_passages,
+        source=body.source, mime_type=body.mime_type, notebook=body.notebook,
+        topics=body.topics, created_after=body.created_after,
+        created_before=body.created_before)
+    return (await kb.ask(request, llm=body.llm)).to_dict()
 
 
 # ----- documents ----------------------------------------------------------------------

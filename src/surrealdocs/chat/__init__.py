@@ -1,0 +1,197 @@
+"""Chat models for answers (``kb.ask``): any OpenAI-compatible chat-completions server
+(``openai:MODEL``) or Ollama's chat API (``ollama:MODEL``), streamed token by token.
+
+A request is retried after a 429, a 5xx, a timeout or a refused connection, with
+exponential backoff (or the server's ``Retry-After``), until its first token; a failure is a
+:class:`~surrealdocs.errors.ChatModelError` that names the provider, endpoint and model,
+never the API key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from ..config import Settings
+from ..errors import ChatModelError, ConfigurationError
+
+MAX_BACKOFF = 20.0
+HOW_TO_SET = (
+    "set a chat model: --llm openai:MODEL for any OpenAI-compatible server (its URL in"
+    " SURREALDOCS_LLM_BASE_URL or OPENAI_BASE_URL, its key in SURREALDOCS_LLM_API_KEY or"
+    " OPENAI_API_KEY), or --llm ollama:MODEL (OLLAMA_HOST, default http://127.0.0.1:11434);"
+    " SURREALDOCS_LLM sets it for every command")
+
+
+@dataclass(frozen=True)
+class ChatOptions:
+    base_url: str
+    api_key: str | None = field(default=None, repr=False)
+    timeout: float = 120.0
+    retries: int = 3
+    backoff: float = 0.5
+
+
+class ChatModel:
+    """One chat model behind an HTTP API; :meth:`stream` yields the answer's text."""
+
+    provider = ""
+    default_base_url = ""
+    base_url_env = ""
+
+    def __init__(self, model: str, options: ChatOptions) -> None:
+        self.model = model
+        self.options = options
+        try:
+            base = httpx.URL(options.base_url.strip())
+        except httpx.InvalidURL as exc:
+            raise ConfigurationError(f"the chat model's URL is not a URL: "
+                                     f"{options.base_url!r}") from exc
+        if base.scheme not in ("http", "https") or not base.host:
+            raise ConfigurationError(f"the chat model's URL must be http:// or https://, got "
+                                     f"{options.base_url!r}")
+        self.url = self.endpoint(base)
+        self.name = f"{self.provider}:{model}"
+
+    def endpoint(self, base: httpx.URL) -> httpx.URL:
+        raise NotImplementedError
+
+    def payload(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+        return {"model": self.model, "messages": messages, "stream": True}
+
+    def pieces(self, line: str) -> tuple[str, bool]:
+        """The text one streamed line carries, and whether the answer is complete."""
+        raise NotImplementedError
+
+    @property
+    def where(self) -> str:
+        public = self.url.copy_with(userinfo=b"", query=None, fragment=None)
+        return f"the {self.provider} chat server at {public} (model {self.model!r})"
+
+    async def stream(self, messages: list[dict[str, str]]) -> AsyncIterator[str]:
+        """The answer's text as it comes."""
+        headers = {"Accept": "text/event-stream, application/x-ndjson, application/json"}
+        if self.options.api_key:
+            headers["Authorization"] = f"Bearer {self.options.api_key}"
+        timeout = httpx.Timeout(self.options.timeout, connect=min(10.0, self.options.timeout))
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            attempt = 0
+            while True:
+                try:
+                    async with client.stream("POST", self.url, json=self.payload(messages),
+                                             headers=headers) as response:
+                        if response.status_code >= 400:
+                            await response.aread()
+                            failure = self._failure(response)
+                            if response.status_code == 429 or response.status_code >= 500:
+                                raise _Retry(failure, _retry_after(response))
+                            raise ChatModelError(f"{self.where} {failure}")
+                        async for line in response.aiter_lines():
+                            if not line.strip():
+                                continue
+                            text, done = self.pieces(line)
+                            if text:
+                                yield text
+                            if done:
+                                return
+                        return
+                except _Retry as retry:
+                    failure, wait = str(retry), retry.after
+                except (httpx.TimeoutException, httpx.TransportError) as exc:
+                    failure, wait = f"cannot be reached ({type(exc).__name__})", None
+                if attempt >= self.options.retries:
+                    raise ChatModelError(f"{self.where} {failure}, after {attempt + 1}"
+                                         f" attempt{'s' if attempt else ''}")
+                await asyncio.sleep(wait if wait is not None else min(
+                    self.options.backoff * 2 ** attempt, MAX_BACKOFF) * random.uniform(.5, 1))
+                attempt += 1
+
+    def _failure(self, response: httpx.Response) -> str:
+        detail = " ".join(response.text.split())[:300]
+        if self.options.api_key:
+            detail = detail.replace(self.options.api_key, "***")
+        if response.status_code == 404:
+            return f"does not know the model (HTTP 404: {detail})"
+        if response.status_code in (401, 403):
+            return f"refused the API key (HTTP {response.status_code}: {detail})"
+        return f"answered HTTP {response.status_code} ({detail})"
+
+
+class OpenAIChat(ChatModel):
+    provider = "openai"
+    default_base_url = "https://api.openai.com/v1"
+    base_url_env = "OPENAI_BASE_URL"
+
+    def endpoint(self, base: httpx.URL) -> httpx.URL:
+        return base.copy_with(path=base.path.rstrip("/") + "/chat/completions")
+
+    def pieces(self, line: str) -> tuple[str, bool]:
+        if not line.startswith("data:"):
+            return "", False
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return "", True
+        try:
+            choice = (json.loads(data).get("choices") or [{}])[0]
+        except (ValueError, AttributeError):
+            return "", False
+        delta = choice.get("delta") or choice.get("message") or {}
+        return str(delta.get("content") or ""), choice.get("finish_reason") is not None
+
+
+class OllamaChat(ChatModel):
+    provider = "ollama"
+    default_base_url = "http://127.0.0.1:11434"
+    base_url_env = "OLLAMA_HOST"
+
+    def endpoint(self, base: httpx.URL) -> httpx.URL:
+        return base.copy_with(path=base.path.rstrip("/") + "/api/chat")
+
+    def pieces(self, line: str) -> tuple[str, bool]:
+        try:
+            body = json.loads(line)
+        except ValueError:
+            return "", False
+        message = body.get("message") or {}
+        return str(message.get("content") or ""), bool(body.get("done"))
+
+
+class _Retry(Exception):
+    def __init__(self, failure: str, after: float | None) -> None:
+        super().__init__(failure)
+        self.after = after
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return min(float(response.headers.get("retry-after", "")), MAX_BACKOFF)
+    except ValueError:
+        return None
+
+
+def chat_model(name: str | None, settings: Settings,
+               env: Mapping[str, str] | None = None) -> ChatModel:
+    """The chat model ``name`` (``openai:MODEL`` / ``ollama:MODEL``; default
+    ``settings.llm``), reached as the settings and environment say."""
+    name = (name or settings.llm or "").strip()
+    if not name:
+        raise ConfigurationError(f"no chat model to answer with: {HOW_TO_SET}")
+    provider, _, model = name.partition(":")
+    classes: dict[str, type[ChatModel]] = {"openai": OpenAIChat, "ollama": OllamaChat}
+    if provider not in classes or not model.strip():
+        raise ConfigurationError(f"unknown chat model {name!r}: {HOW_TO_SET}")
+    cls = classes[provider]
+    env = os.environ if env is None else env
+    base = settings.llm_base_url or env.get(cls.base_url_env) or cls.default_base_url
+    if provider == "ollama" and "://" not in base:
+        base = "http://" + base
+    key = settings.llm_api_key or (env.get("OPENAI_API_KEY") if provider == "openai" else None)
+    return cls(model.strip(), ChatOptions(base, key or None, settings.llm_timeout,
+                                          settings.llm_retries))

@@ -1,0 +1,150 @@
+"""``kb.ask`` and its faces against a loopback chat server (tests/chat_server.py) speaking
+the OpenAI and Ollama APIs: the prompt holds the retrieved passages and the question, the
+answer streams, invented citations are removed and counted, an answer with no valid
+citation is flagged, nothing found calls no model, and without a model every face says how
+to set one."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from chat_server import ChatServer, chat_server
+from surrealdocs import ConfigurationError, KnowledgeBase, Settings
+from surrealdocs.core.answer import NOTHING_FOUND, check_citations
+from surrealdocs.errors import ChatModelError
+from surrealdocs.faces.cli import app
+
+TEXTS = {
+    "note://herons": "Grey herons stand still in shallow water and strike fish with their bills.",
+    "note://egrets": "The little egret has black legs and bright yellow feet.",
+    "note://storks": "White storks build huge nests on chimneys and church roofs.",
+}
+
+
+@pytest.fixture
+def server() -> Iterator[ChatServer]:
+    with chat_server() as s:
+        yield s
+
+
+@pytest.fixture
+async def kb(server: ChatServer) -> AsyncIterator[KnowledgeBase]:
+    settings = Settings(db="mem://", model="hashing-64", llm="openai:tiny",
+                        llm_base_url=server.url + "/v1", llm_api_key="sk-secret-key")
+    async with await KnowledgeBase.open(settings=settings) as base:
+        await base.ingest_texts(TEXTS)
+        yield base
+
+
+async def test_an_answer_cites_the_passages_it_was_given(kb: KnowledgeBase,
+                                                         server: ChatServer) -> None:
+    server.reply = "Little egrets have yellow feet [1]. Herons eat fish [2][9]."
+    streamed: list[str] = []
+    answer = await kb.ask("What colour are the little egret's feet?", on_text=streamed.append)
+    prompt = server.prompt()
+    assert "What colour are the little egret's feet?" in prompt
+    assert "[1] (note://egrets)" in prompt and "bright yellow feet" in prompt
+    assert len(streamed) > 1 and "".join(streamed) == server.reply  # token by token
+    assert answer.text == "Little egrets have yellow feet [1]. Herons eat fish [2]."
+    assert answer.removed_citations == 1 and answer.grounded
+    assert [c.number for c in answer.citations] == [1, 2]
+    assert answer.citations[0].chunk_id == answer.passages[0].chunk_id
+    assert answer.citations[0].source == "note://egrets"
+    assert server.headers[-1]["Authorization"] == "Bearer sk-secret-key"
+    assert server.requests[-1]["stream"] is True and server.requests[-1]["model"] == "tiny"
+    assert json.loads(json.dumps(answer.to_dict()))["citations"][0]["number"] == 1
+
+
+async def test_an_answer_without_valid_citations_is_not_grounded(
+        kb: KnowledgeBase, server: ChatServer) -> None:
+    server.reply = "Storks like chimneys [7]."
+    answer = await kb.ask("Where do storks nest?")
+    assert answer.text == "Storks like chimneys." and not answer.grounded
+    assert answer.citations == [] and answer.removed_citations == 1
+
+
+async def test_nothing_found_calls_no_model(kb: KnowledgeBase, server: ChatServer) -> None:
+    answer = await kb.ask("the of and")  # common words only: the search finds nothing
+    assert answer.text == NOTHING_FOUND and not answer.grounded
+    assert server.requests == []
+
+
+async def test_ollama_streams_too(kb: KnowledgeBase, server: ChatServer) -> None:
+    kb.settings = kb.settings.replace(llm_base_url=server.url)
+    server.reply = "Storks nest on chimneys [1]."
+    answer = await kb.ask("Where do storks nest?", llm="ollama:tiny")
+    assert answer.grounded and answer.text == server.reply
+    assert answer.model == "ollama:tiny"
+
+
+async def test_busy_servers_are_retried_and_failures_named(kb: KnowledgeBase,
+                                                           server: ChatServer) -> None:
+    server.busy = 2
+    assert (await kb.ask("Where do storks nest?")).grounded
+    assert len(server.requests) == 3
+    with pytest.raises(ChatModelError) as caught:
+        await kb.ask("Where do storks nest?", llm="openai:huge")
+    message = str(caught.value)
+    assert "huge" in message and server.url in message and "sk-secret-key" not in message
+
+
+async def test_without_a_model_every_face_says_how_to_set_one(tmp_path: Any) -> None:
+    async with await KnowledgeBase.open(settings=Settings(db="mem://", model="hashing-64")
+                                        ) as base:
+        with pytest.raises(ConfigurationError, match="--llm openai:MODEL"):
+            await base.ask("anything")
+    result = CliRunner().invoke(app, ["ask", "anything", "--db", str(tmp_path / "kb"),
+                                      "--model", "hashing-64"], env={"SURREALDOCS_LLM": ""})
+    assert result.exit_code == 2 and "--llm openai:MODEL" in result.output
+
+
+def test_the_command_line_streams_the_answer_then_its_sources(tmp_path: Any,
+                                                              server: ChatServer) -> None:
+    db = ["--db", str(tmp_path / "kb"), "--model", "hashing-64"]
+    (tmp_path / "egrets.txt").write_text(TEXTS["note://egrets"])
+    assert CliRunner().invoke(app, ["ingest", str(tmp_path / "egrets.txt"), *db]).exit_code == 0
+    server.reply = "Yellow feet [1]."
+    env = {"SURREALDOCS_LLM": "openai:tiny", "SURREALDOCS_LLM_BASE_URL": server.url + "/v1"}
+    result = CliRunner().invoke(app, ["ask", "egret feet colour", *db], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.output.index("Yellow feet [1].") < result.output.index("[1] ")
+    assert "egrets.txt" in result.output
+    result = CliRunner().invoke(app, ["ask", "egret feet colour", "--json", *db], env=env)
+    out = json.loads(result.output)
+    assert out["grounded"] and out["citations"][0]["source"].endswith("egrets.txt")
+
+
+def test_citations_outside_the_passages_are_removed() -> None:
+    text, cited, removed = check_citations("A [1, 4]. B [3]. C [2][2] .", 3)
+    assert text == "A [1]. B [3]. C [2][2]." and cited == [1, 3, 2] and removed == 1
+
+
+def test_the_http_api_answers_with_citations(tmp_path: Any, server: ChatServer,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("fastapi")
+    import httpx
+
+    from server_helpers import served, wait_ready_process
+
+    monkeypatch.setenv("SURREALDOCS_LLM", "openai:tiny")
+    monkeypatch.setenv("SURREALDOCS_LLM_BASE_URL", server.url + "/v1")
+    server.reply = "Storks build nests on chimneys [1]."
+    with served(tmp_path, "--db", str(tmp_path / "db")) as (proc, url):
+        wait_ready_process(proc, url)
+        assert httpx.post(url + "/v1/texts", json={"texts": [
+            {"source": s, "text": t} for s, t in TEXTS.items()]}, timeout=60).status_code == 200
+        answer = httpx.post(url + "/v1/ask", json={"question": "Where do storks nest?",
+                                                   "passages": 2, "mode": "text"},
+                            timeout=60).json()
+        assert answer["grounded"] and answer["answer"] == server.reply
+        assert answer["citations"][0]["source"] == "note://storks"
+        assert len(answer["passages"]) <= 2
+        refused = httpx.post(url + "/v1/ask", json={"question": "x", "llm": "openai:huge"},
+                             timeout=60)
+        assert refused.status_code == 502
+        assert refused.json()["error"]["code"] == "chat_model_error"
