@@ -44,8 +44,11 @@ async def kb(server: ChatServer) -> AsyncIterator[KnowledgeBase]:
 async def test_an_answer_cites_the_passages_it_was_given(kb: KnowledgeBase,
                                                          server: ChatServer) -> None:
     server.reply = "Little egrets have yellow feet [1]. Herons eat fish [2][9]."
-    streamed: list[str] = []
-    answer = await kb.ask("What colour are the little egret's feet?", on_text=streamed.append)
+    events: list[tuple[str, Any]] = []
+    answer = await kb.ask("What colour are the little egret's feet?",
+                          on_event=lambda kind, value: events.append((kind, value)))
+    assert events[0][0] == "passages" and events[0][1] == answer.passages
+    streamed = [value for kind, value in events if kind == "text"]
     prompt = server.prompt()
     assert "What colour are the little egret's feet?" in prompt
     assert "[1] (note://egrets)" in prompt and "bright yellow feet" in prompt
@@ -148,3 +151,23 @@ def test_the_http_api_answers_with_citations(tmp_path: Any, server: ChatServer,
                              timeout=60)
         assert refused.status_code == 502
         assert refused.json()["error"]["code"] == "chat_model_error"
+
+        # streamed: the passages, the text as it comes, then the checked answer
+        events: list[tuple[str, Any]] = []
+        with httpx.stream("POST", url + "/v1/ask", timeout=60, json={
+                "question": "Where do storks nest?", "mode": "text", "stream": True}) as r:
+            assert r.headers["content-type"].startswith("text/event-stream")
+            kind = None
+            for line in r.iter_lines():
+                if line.startswith("event: "):
+                    kind = line[7:]
+                elif line.startswith("data: "):
+                    events.append((kind, json.loads(line[6:])))
+        kinds = [k for k, _ in events]
+        assert kinds[0] == "passages" and kinds[-1] == "answer"
+        assert kinds.count("text") > 1
+        assert "".join(v for k, v in events if k == "text") == server.reply
+        assert events[-1][1]["citations"][0]["source"] == events[0][1][0]["source"]
+        no_model = httpx.post(url + "/v1/ask", timeout=60, json={
+            "question": "x", "stream": True, "llm": "nothing"})
+        assert no_model.status_code == 422 and "openai:MODEL" in no_model.text

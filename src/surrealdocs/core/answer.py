@@ -108,17 +108,22 @@ def check_citations(text: str, count: int) -> tuple[str, list[int], int]:
 
 
 async def answer(question: str, passages: list[Hit], model: ChatModel, budget: int,
-                 on_text: Callable[[str], Any] | None = None) -> Answer:
-    """The model's answer to ``question`` from ``passages``, its citations checked."""
+                 on_event: Callable[[str, Any], Any] | None = None) -> Answer:
+    """The model's answer to ``question`` from ``passages``, its citations checked.
+    ``on_event(kind, value)`` follows it: ``("passages", hits)`` first, then ``("text",
+    piece)`` as the answer streams."""
+    def event(kind: str, value: Any) -> None:
+        if on_event:
+            on_event(kind, value)
+
+    event("passages", passages)
     if not passages:
-        if on_text:
-            on_text(NOTHING_FOUND)
+        event("text", NOTHING_FOUND)
         return Answer(question, NOTHING_FOUND, passages=[], model=None)
     pieces: list[str] = []
     async for piece in model.stream(prompt(question, passages, budget)):
         pieces.append(piece)
-        if on_text:
-            on_text(piece)
+        event("text", piece)
     text, cited, removed = check_citations("".join(pieces).strip(), len(passages))
     citations = [_citation(n, passages[n - 1]) for n in cited]
     return Answer(question, text, citations, passages, grounded=bool(citations),

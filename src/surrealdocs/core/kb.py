@@ -446,14 +446,14 @@ class KnowledgeBase:
         return await self.reader.stats(self.embedder)
 
     async def ask(self, question: str | SearchRequest, *, llm: str | None = None,
-                  on_text: Callable[[str], Any] | None = None) -> Answer:
+                  on_event: Callable[[str, Any], Any] | None = None) -> Answer:
         """Answer from the passages a search finds (or a SearchRequest's) with the chat
         model ``llm`` (default ``settings.llm``), citations checked: :mod:`.answer`."""
         request = question if isinstance(question, SearchRequest) else SearchRequest(
             question, limit=self.settings.ask_passages)
         model = chat_model(llm, self.settings)
         return await answer(request.query or "", await self.search(request), model,
-                            self.settings.ask_context_chars, on_text)
+                            self.settings.ask_context_chars, on_event)
 
 
 class SyncKnowledgeBase:

@@ -960,10 +960,11 @@ def ask(
         question, mode=mode, limit=passages or store.settings().ask_passages, source=source,
         mime_type=mime_type or None, notebook=notebook, topics=topics or None,
         created_after=created_after, created_before=created_before)
-    stream = None if as_json else (
-        lambda text: console.print(text, end="", markup=False, highlight=False,
-                                   soft_wrap=True))
-    result = _with_kb(store, lambda kb: kb.ask(request, llm=llm, on_text=stream))
+    def show(kind: str, value: Any) -> None:
+        if kind == "text" and not as_json:
+            console.print(value, end="", markup=False, highlight=False, soft_wrap=True)
+
+    result = _with_kb(store, lambda kb: kb.ask(request, llm=llm, on_event=show))
     if as_json:
         _print_json(result.to_dict())
         return

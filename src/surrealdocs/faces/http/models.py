@@ -101,3 +101,5 @@ class AskBody(_Strict):
     topics: list[str] | None = None
     created_after: dt.datetime | None = None
     created_before: dt.datetime | None = None
+    stream: bool = Field(False, description="Answer as server-sent events: passages, then"
+                                            " the text as it comes, then the answer")

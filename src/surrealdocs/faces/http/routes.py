@@ -17,11 +17,13 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
+from ...chat import chat_model
 from ...core.job_runner import JOB_STATUSES, Job
 from ...core.kb import KnowledgeBase
 from ...core.reader import MAX_OFFSET
 from ...core.search import search_notice
 from ...core.search_request import MODES, SearchRequest
+from ...errors import SurrealDocsError
 from ...parts.results import id_text
 from ...version import __version__
 from .auth import Access, presented_token, reader, server_state, writer
@@ -216,15 +218,46 @@ async def search_post(q: SearchBody, who: Reader, state: State) -> dict[str, Any
     return await _search(state.require(), q)
 
 
-@router.post("/ask", tags=["search"], summary="Answer a question from the documents, cited")
-async def ask(body: AskBody, who: Reader, state: State) -> dict[str, Any]:
+@router.post("/ask", tags=["search"], summary="Answer a question from the documents, cited",
+             responses={200: {"content": {"text/event-stream": {}},
+                              "description": "With stream: events passages, text, answer"}})
+async def ask(body: AskBody, request: Request, who: Reader, state: State) -> Any:
     kb = state.require()
-    request = SearchRequest(
+    search = SearchRequest(
         body.question, mode=body.mode, limit=body.passages or kb.settings.ask_passages,
         source=body.source, mime_type=body.mime_type, notebook=body.notebook,
         topics=body.topics, created_after=body.created_after,
         created_before=body.created_before)
-    return (await kb.ask(request, llm=body.llm)).to_dict()
+    if not body.stream:
+        return (await kb.ask(search, llm=body.llm)).to_dict()
+    chat_model(body.llm, kb.settings)  # no model: a 400 before the stream starts
+    return StreamingResponse(_ask_stream(kb, search, body.llm, request),
+                             media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def _ask_stream(kb: KnowledgeBase, search: SearchRequest, llm: str | None,
+                      request: Request) -> AsyncIterator[str]:
+    """``passages``, then ``text`` pieces as the model writes, then ``answer`` (or
+    ``error``); a client that leaves stops the model."""
+    events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    task = asyncio.get_running_loop().create_task(
+        kb.ask(search, llm=llm, on_event=lambda kind, value: events.put_nowait((kind, value))))
+    try:
+        while not (task.done() and events.empty()):
+            try:
+                kind, value = await asyncio.wait_for(events.get(), timeout=1.0)
+            except asyncio.TimeoutError:
+                if await request.is_disconnected():
+                    return
+                continue
+            yield _event(kind, [h.to_dict() for h in value] if kind == "passages" else value)
+        try:
+            yield _event("answer", task.result().to_dict())
+        except SurrealDocsError as exc:
+            yield _event("error", {"code": "chat_model_error", "message": str(exc)})
+    finally:
+        task.cancel()
 
 
 # ----- documents ----------------------------------------------------------------------
