@@ -400,3 +400,54 @@ def test_page_filters_and_more_results(tmp_path: Path, browser: Any) -> None:
         assert _overflow(d) == 0
         logs = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"]
         assert not logs, logs
+
+
+def test_page_asks_and_opens_a_citation(tmp_path: Path, browser: Any,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Ask mode (shown when the server has a chat model) streams an answer from a
+    loopback chat server; its citation opens the passage viewer at the cited span."""
+    from chat_server import chat_server
+
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "herons.md").write_text(HERONS)
+    (files / "egrets.txt").write_text(EGRETS)
+    with chat_server() as model:
+        model.reply = "Little egrets have bright yellow feet [1], and herons strike fish [9]."
+        monkeypatch.setenv("SURREALDOCS_LLM", "openai:tiny")
+        monkeypatch.setenv("SURREALDOCS_LLM_BASE_URL", model.url + "/v1")
+        with served(tmp_path, "--db", str(tmp_path / "db")) as (proc, url):
+            wait_ready_process(proc, url)
+            d = browser
+            d.set_window_size(1280, 900)
+            d.get(url + "/")
+            until(d, lambda d: d.find_element(By.CSS_SELECTOR, '.modes [data-mode="ask"]')
+                  .is_displayed())
+            d.find_element(By.ID, "file-input").send_keys(
+                "\n".join(str(files / n) for n in ("herons.md", "egrets.txt")))
+            until(d, lambda d: stat(d, "Documents") == "2")
+            d.find_element(By.CSS_SELECTOR, '.modes [data-mode="ask"]').click()
+            d.find_element(By.ID, "q").send_keys("What colour are the little egret's feet?",
+                                                 Keys.ENTER)
+            until(d, lambda d: "tiny" in d.find_element(By.ID, "summary").text)
+            answer = d.find_element(By.ID, "answer-text").text
+            assert answer.startswith("Little egrets have bright yellow feet [1]")
+            assert "[9]" not in answer  # an invented citation is removed
+            assert "removed" in d.find_element(By.ID, "answer").text
+            assert model.requests and "bright yellow feet" in model.prompt()
+            assert _overflow(d) == 0
+            shot(d, "page-ask-1280.png")
+
+            d.find_element(By.CSS_SELECTOR, "#answer-text .cite").click()
+            chunk = until(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#viewer[open] .chunk"))[0]
+            assert chunk.text.strip()
+            assert "egrets.txt" in d.find_element(By.ID, "viewer-meta").text \
+                or "herons.md" in d.find_element(By.ID, "viewer-meta").text
+            d.find_element(By.ID, "viewer-body").send_keys(Keys.ESCAPE)
+            until(d, lambda d: not d.find_element(By.ID, "viewer").get_attribute("open"))
+
+            d.set_window_size(390, 844)
+            until(d, lambda d: _overflow(d) == 0)
+            shot(d, "page-ask-390.png")
+            logs = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"]
+            assert not logs, logs

@@ -93,6 +93,7 @@ async def info(request: Request, state: State) -> dict[str, Any]:
     out["key"] = {"name": key.name, "read_only": key.read_only} if key else None
     if out["authenticated"]:
         out["model"] = state.kb.embedder.name if state.kb.embedder else None
+        out["llm"] = state.kb.settings.llm or None  # the chat model of ask, if one is set
     return out
 
 

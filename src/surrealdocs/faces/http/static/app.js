@@ -173,6 +173,8 @@
   }
 
   async function search(more) {
+    if (state.mode === "ask") return ask();
+    $("#answer").hidden = true;
     const q = $("#q").value.trim();
     syncUrl(q);
     state.limit = more ? state.limit + 20 : 20;
@@ -193,6 +195,105 @@
       $("#summary").textContent = "";
       banner("Search failed: " + e.message, "error");
     }
+  }
+
+  // ----- ask: an answer streamed from the documents, its citations opening passages -------
+  function renderAnswerText(text, passages) {
+    const box = $("#answer-text");
+    box.replaceChildren();
+    let at = 0;
+    for (const m of text.matchAll(/\[(\d+)\]/g)) {
+      box.append(text.slice(at, m.index));
+      const n = Number(m[1]);
+      box.append(passages[n - 1]
+        ? el("button", { class: "cite", type: "button", "data-n": String(n),
+            title: passages[n - 1].title || passages[n - 1].source, onclick: () => openHit(n - 1) }, `[${n}]`)
+        : `[${n}]`);
+      at = m.index + m[0].length;
+    }
+    box.append(text.slice(at));
+  }
+
+  async function ask() {
+    const q = $("#q").value.trim();
+    syncUrl(q);
+    $("#results").replaceChildren();
+    $("#more-results").hidden = true;
+    if (!q) { $("#answer").hidden = true; renderHits([], ""); return; }
+    const seq = ++state.searchSeq;
+    const body = { question: q, stream: true };
+    if ($("#notebook").value) body.notebook = $("#notebook").value;
+    if ($("#f-type").value) body.mime_type = [$("#f-type").value];
+    if ($("#f-source").value.trim()) body.source = $("#f-source").value.trim();
+    if ($("#f-after").value) body.created_after = $("#f-after").value + "T00:00:00";
+    $("#empty").hidden = true;
+    $("#answer").hidden = false;
+    $("#answer-text").textContent = "";
+    $("#answer-sources").replaceChildren();
+    for (const note of document.querySelectorAll("#answer .note")) note.remove();
+    $("#summary").textContent = "Finding passages…";
+    state.terms = queryTerms(q);
+    let passages = [], text = "";
+    try {
+      const response = await fetch("/v1/ask", { method: "POST",
+        headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }),
+        body: JSON.stringify(body) });
+      if (!response.ok) {
+        let message = response.statusText;
+        try { message = (await response.json()).error.message; } catch (e) { /* keep it */ }
+        throw new Error(message);
+      }
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done || seq !== state.searchSeq) break;
+        buffer += decoder.decode(value, { stream: true });
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          const chunk = buffer.slice(0, cut);
+          buffer = buffer.slice(cut + 2);
+          const kind = (chunk.match(/^event: (.*)$/m) || [])[1];
+          const data = (chunk.match(/^data: (.*)$/m) || [])[1];
+          if (!kind || data === undefined) continue;
+          const value = JSON.parse(data);
+          if (kind === "passages") {
+            passages = value;
+            state.hits = passages;
+            $("#summary").textContent = `${passages.length} passage${passages.length === 1 ? "" : "s"} · writing the answer…`;
+          } else if (kind === "text") {
+            text += value;
+            renderAnswerText(text, passages);
+          } else if (kind === "answer") {
+            showAnswer(value);
+          } else if (kind === "error") {
+            throw new Error(value.message);
+          }
+        }
+      }
+    } catch (e) {
+      if (seq !== state.searchSeq) return;
+      $("#summary").textContent = "";
+      $("#answer").hidden = true;
+      banner("Ask failed: " + e.message, "error");
+    }
+  }
+
+  function showAnswer(result) {
+    state.hits = result.passages;
+    renderAnswerText(result.answer, result.passages);
+    const sources = $("#answer-sources");
+    sources.replaceChildren(...result.citations.map((c) => el("li", { value: String(c.number) },
+      el("button", { type: "button", onclick: () => openHit(c.number - 1) },
+        `${c.title || baseName(c.source)}${c.page ? ` · page ${c.page}` : ""}`))));
+    const notes = [];
+    if (result.removed_citations) notes.push(`${result.removed_citations} citation${result.removed_citations === 1 ? "" : "s"} of no passage removed`);
+    if (!result.grounded && result.passages.length) notes.push("the answer cites no passage: it is not grounded");
+    if (notes.length) sources.after(el("p", { class: "note", text: notes.join("; ") }));
+    $("#summary").textContent = result.model
+      ? `${result.citations.length} source${result.citations.length === 1 ? "" : "s"} · ${result.model}`
+      : "Nothing in the documents answers this.";
   }
 
   function renderHits(hits, q, tookMs, notice) {
@@ -576,6 +677,7 @@
     $("#limits").textContent = limits.max_file_bytes ? `Up to ${bytes(limits.max_file_bytes)} per file.` : "";
     $("#upload-panel").hidden = !info.can_write && info.authenticated;
     $("#new-notebook").hidden = !info.can_write;
+    document.querySelector('.modes [data-mode="ask"]').hidden = !info.llm;
     if (info.state !== "ready") {
       banner(`The server is ${info.state}…`);
       setTimeout(start, 1000);
@@ -600,7 +702,7 @@
   async function start() {
     // the search in the address (a shared link, a reload) shows at once, runs once allowed
     const params = new URLSearchParams(location.search);
-    if (["hybrid", "vector", "text"].includes(params.get("mode"))) setMode(params.get("mode"));
+    if (["hybrid", "vector", "text", "ask"].includes(params.get("mode"))) setMode(params.get("mode"));
     if (params.get("q") && !$("#q").value) $("#q").value = params.get("q");
     if (await loadInfo()) {
       banner("");
