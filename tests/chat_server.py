@@ -22,6 +22,7 @@ class ChatServer:
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     busy: int = 0  # refuse this many requests with 429 first
+    script: list[str] = field(default_factory=list)  # the next replies, before ``reply``
     models: tuple[str, ...] = ("tiny",)
 
     def prompt(self) -> str:
@@ -50,12 +51,13 @@ def chat_server() -> Iterator[ChatServer]:
                 self._send(404, "application/json",
                            json.dumps({"error": f"model {body.get('model')} not found"}).encode())
                 return
-            words = [w + " " for w in state.reply.split(" ")]
+            reply = state.script.pop(0) if state.script else state.reply
+            words = [w + " " for w in reply.split(" ")]
             words[-1] = words[-1].rstrip()
             if self.path.endswith("/chat/completions"):
                 if not body.get("stream"):
                     self._send(200, "application/json", json.dumps({"choices": [
-                        {"message": {"content": state.reply}, "finish_reason": "stop"}]}).encode())
+                        {"message": {"content": reply}, "finish_reason": "stop"}]}).encode())
                     return
                 lines = [f"data: {json.dumps({'choices': [{'delta': {'content': w}}]})}\n\n"
                          for w in words]

@@ -171,3 +171,81 @@ def test_the_http_api_answers_with_citations(tmp_path: Any, server: ChatServer,
         no_model = httpx.post(url + "/v1/ask", timeout=60, json={
             "question": "x", "stream": True, "llm": "nothing"})
         assert no_model.status_code == 422 and "openai:MODEL" in no_model.text
+
+        # a conversation: made, asked in, shown, deleted
+        made = httpx.post(url + "/v1/sessions", json={"title": "storks"}, timeout=60)
+        assert made.status_code == 201
+        sid = made.json()["id"]
+        asked = httpx.post(url + "/v1/ask", timeout=60, json={
+            "question": "Where do storks nest?", "session": sid}).json()
+        assert asked["grounded"]
+        shown = httpx.get(url + f"/v1/sessions/{sid}", timeout=60).json()
+        assert [t["question"] for t in shown["turns"]] == ["Where do storks nest?"]
+        assert [s["id"] for s in httpx.get(url + "/v1/sessions", timeout=60).json()[
+            "sessions"]] == [sid]
+        assert httpx.delete(url + f"/v1/sessions/{sid}", timeout=60).status_code == 204
+        assert httpx.get(url + f"/v1/sessions/{sid}", timeout=60).status_code == 404
+        assert httpx.post(url + "/v1/ask", timeout=60, json={
+            "question": "x", "session": sid}).status_code == 404
+
+
+async def test_a_conversation_rewrites_a_follow_up_and_keeps_its_turns(
+        kb: KnowledgeBase, server: ChatServer) -> None:
+    nb = await kb.notebooks.create_notebook("Birds")
+    await kb.notebooks.link_documents(nb, [d.id for d in await kb.documents()
+                                           if d.source in ("note://egrets", "note://storks")])
+    session = await kb.conversations.create("birds", notebook="Birds")
+    server.script = ["Egrets have yellow feet [1]."]
+    first = await kb.conversations.ask(session.id, "What about egret feet?")
+    assert first.grounded and len(server.requests) == 1  # no history: no rewrite
+    assert "note://herons" not in server.prompt()  # the notebook scopes the search
+    server.script = ["Where do white storks build their nests?", "On chimneys [1]."]
+    events: list[tuple[str, Any]] = []
+    second = await kb.conversations.ask(session.id, "And where do they nest?",
+                                        on_event=lambda k, v: events.append((k, v)))
+    rewrite = server.requests[1]["messages"][-1]["content"]
+    assert "Q: What about egret feet?" in rewrite and "Follow-up: And where do they nest?" \
+        in rewrite
+    assert ("standalone", "Where do white storks build their nests?") in events
+    assert "Question: Where do white storks build their nests?" in server.prompt()
+    assert second.text == "On chimneys [1]."
+    stored = await kb.conversations.get(session.id)
+    assert [t.question for t in stored.turns] == ["What about egret feet?",
+                                                  "And where do they nest?"]
+    assert stored.turns[1].standalone == "Where do white storks build their nests?"
+    assert stored.turns[1].citations[0]["source"] == second.citations[0].source
+    (linked,) = await kb.store.query(f"SELECT VALUE chunks FROM {kb.store.names.chat_turn}"
+                                     " WHERE question = 'And where do they nest?';")
+    assert [str(c.id) for c in linked[0]] == [second.citations[0].chunk_id.split(":")[-1]]
+    (listed,) = await kb.conversations.sessions()
+    assert (listed.title, listed.turn_count) == ("birds", 2) and listed.notebook
+    assert await kb.conversations.sessions(notebook="Birds")
+    await kb.conversations.delete(session.id)
+    (left,) = await kb.store.query(f"SELECT count() AS n FROM {kb.store.names.chat_turn}"
+                                   " GROUP ALL;")
+    assert not left or left[0]["n"] == 0  # the turns went with their session
+    with pytest.raises(Exception, match="no conversation"):
+        await kb.conversations.get(session.id)
+
+
+def test_conversations_from_the_command_line(tmp_path: Any, server: ChatServer) -> None:
+    db = ["--db", str(tmp_path / "kb"), "--model", "hashing-64"]
+    (tmp_path / "storks.txt").write_text(TEXTS["note://storks"])
+    runner = CliRunner()
+    assert runner.invoke(app, ["ingest", str(tmp_path / "storks.txt"), *db]).exit_code == 0
+    env = {"SURREALDOCS_LLM": "openai:tiny", "SURREALDOCS_LLM_BASE_URL": server.url + "/v1"}
+    server.reply = "On chimneys [1]."
+    started = runner.invoke(app, ["ask", "where do storks nest", "--session", "new", "--json",
+                                  *db], env=env)
+    assert started.exit_code == 0, started.output
+    session = json.loads(started.output)["session"]
+    server.script = ["where do storks nest again"]
+    again = runner.invoke(app, ["ask", "and again?", "--session", session, *db], env=env)
+    assert again.exit_code == 0 and "On chimneys [1]." in again.output
+    listed = runner.invoke(app, ["chats", "list", "--json", *db])
+    assert [s["turn_count"] for s in json.loads(listed.output)] == [2]
+    shown = runner.invoke(app, ["chats", "show", session, *db])
+    assert "and again?" in shown.output and "storks.txt" in shown.output
+    assert runner.invoke(app, ["chats", "delete", session, *db]).exit_code == 0
+    gone = runner.invoke(app, ["chats", "show", session, *db])
+    assert gone.exit_code == 2 and "no conversation" in gone.output

@@ -13,6 +13,7 @@ import pytest
 from conftest import assert_hits_name_their_documents, assert_text_index_matches_chunks
 from surrealdocs import KnowledgeBase, Settings
 from surrealdocs.store.names import Names
+from surrealdocs.store.schema import SCHEMA_VERSION
 from surrealdocs.store.textindex import TextIndex
 from test_textindex import _corpus, _word
 
@@ -162,7 +163,7 @@ async def test_segments_without_vectors_use_the_graph_until_rebuilt(tmp_path):
         assert ranked.best(0, 5) and ranked.documents(0, 5) is None
     async with await KnowledgeBase.open(settings=settings) as kb:
         (schema,) = await kb.store.query("SELECT * FROM ONLY $k;", {"k": Names().schema_key})
-        assert schema["version"] == 13 and schema["text_segments"] == 2
+        assert schema["version"] == SCHEMA_VERSION and schema["text_segments"] == 2
         ranked = await _index(kb).rank(["appl"])
         assert ranked.best(0, 5) and ranked.documents(0, 5)
         await _agrees(kb)

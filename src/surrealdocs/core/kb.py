@@ -42,6 +42,7 @@ from ..store.names import Names
 from ..store.schema import ensure_schema, layout_of, read_schema, vectors_apart
 from ..store.storage import Storage
 from .answer import Answer, answer
+from .conversations import ConversationService
 from .ingest import Ingestor, ProgressCallback
 from .ingest_jobs import IngestJobs
 from .job_runner import JobService
@@ -92,6 +93,8 @@ class KnowledgeBase:
         # reading what is stored: core/reader.py
         self.reader = DocumentReader(self.storage, settings,
                                      lambda ref: self.notebooks.resolve(ref))
+        self.conversations = ConversationService(  # chats with the store: core/conversations
+            self.storage.conversations, settings, self.ask, self.reader.resolve_notebook)
         self.documents = self.reader.documents
         self.count_documents = self.reader.count_documents
         self.document = self.reader.document
@@ -249,16 +252,6 @@ class KnowledgeBase:
         return await self._ingestor.ingest_paths(
             paths, glob=glob, force=force, retry_failed=retry_failed, on_result=on_result,
             on_discovered=on_discovered)
-
-    async def ingest_files(self, files: Mapping[str, str | Path]
-                           | Iterable[tuple[str, str | Path]], *, force: bool = False,
-                           retry_failed: bool = False,
-                           on_result: ProgressCallback | None = None) -> IngestReport:
-        """Ingest files on disk under source names you choose, given as ``{source: path}``
-        or ``(source, path)`` pairs (an upload kept in a folder, named ``upload://x.pdf``)."""
-        pairs = files.items() if isinstance(files, Mapping) else files
-        return await self._ingestor.ingest_files(pairs, force=force, retry_failed=retry_failed,
-                                                 on_result=on_result)
 
     async def sync(self, paths: Iterable[str | Path] | str | Path, *, glob: str = "**/*",
                    dry_run: bool = False, notebook: Notebook | Any = None,

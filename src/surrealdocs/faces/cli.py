@@ -945,6 +945,9 @@ def ask(
     topics: TopicsFilter = None,
     created_after: CreatedAfter = None,
     created_before: CreatedBefore = None,
+    session: Annotated[str | None, typer.Option(
+        help="Ask within a conversation: its id, or `new` to start one (a follow-up is read"
+             " with the turns before it; filters come from its notebook)")] = None,
     as_json: JsonOption = False,
     *, store: StoreOptions,
 ) -> None:
@@ -964,11 +967,24 @@ def ask(
         if kind == "text" and not as_json:
             console.print(value, end="", markup=False, highlight=False, soft_wrap=True)
 
-    result = _with_kb(store, lambda kb: kb.ask(request, llm=llm, on_event=show))
+    async def work(kb: KnowledgeBase) -> tuple[Any, str | None]:
+        if session is None:
+            return await kb.ask(request, llm=llm, on_event=show), None
+        ref = session if session != "new" else \
+            (await kb.conversations.create(question[:80], notebook)).id
+        return await kb.conversations.ask(ref, question, llm=llm, on_event=show), ref
+
+    result, in_session = _with_kb(store, work)
     if as_json:
-        _print_json(result.to_dict())
+        _print_json({**result.to_dict(), "session": in_session})
         return
     console.print()
+    _print_sources(result)
+    if in_session:
+        err_console.print(f"conversation {escape(in_session)} (--session to go on)")
+
+
+def _print_sources(result: Any) -> None:
     if result.removed_citations or not result.grounded:
         note = [f"{_count(result.removed_citations, 'citation')} of no passage removed"] \
             if result.removed_citations else []
@@ -1062,6 +1078,58 @@ def serve(
     if not outcome.started:
         raise typer.Exit(1)
 
+
+
+chats_app = typer.Typer(help="Conversations of ask --session: list, show, delete.",
+                        no_args_is_help=True)
+app.add_typer(chats_app, name="chats")
+
+
+@chats_app.command("list")
+@store_options
+def chats_list(notebook: NotebookFilter = None, as_json: JsonOption = False, *,
+               store: StoreOptions) -> None:
+    """List the conversations, the latest first."""
+    sessions = _with_kb(store, lambda kb: kb.conversations.sessions(notebook))
+    if as_json:
+        _print_json([s.to_dict() for s in sessions])
+        return
+    if not sessions:
+        console.print("no conversations: surrealdocs ask \"…\" --session new starts one")
+        return
+    table = Table(title="Conversations")
+    for column in ("id", "title", "turns", "updated"):
+        table.add_column(column)
+    for s in sessions:
+        table.add_row(escape(s.id), escape(s.title), str(s.turn_count), str(s.updated or ""))
+    console.print(table)
+
+
+@chats_app.command("show")
+@store_options
+def chats_show(session: Annotated[str, typer.Argument(help="The conversation's id")],
+               as_json: JsonOption = False, *, store: StoreOptions) -> None:
+    """One conversation, question by question, with the sources of each answer."""
+    found = _with_kb(store, lambda kb: kb.conversations.get(session))
+    if as_json:
+        _print_json(found.to_dict())
+        return
+    console.print(f"[bold]{escape(found.title)}[/bold] · {_count(found.turn_count, 'turn')}")
+    for turn in found.turns:
+        console.print(f"\n[bold]Q:[/bold] {escape(turn.question)}", soft_wrap=True)
+        console.print(escape(turn.answer), soft_wrap=True)
+        for c in turn.citations:
+            number = escape(f"[{c.get('number')}]")
+            console.print(f"  {number} {escape(str(c.get('source')))}", soft_wrap=True)
+
+
+@chats_app.command("delete")
+@store_options
+def chats_delete(session: Annotated[str, typer.Argument(help="The conversation's id")], *,
+                 store: StoreOptions) -> None:
+    """Delete a conversation and its turns."""
+    _with_kb(store, lambda kb: kb.conversations.delete(session))
+    console.print(f"deleted the conversation {escape(session)}")
 
 
 keys_app = typer.Typer(help="API keys of the HTTP server (stored hashed; shown once).",

@@ -108,6 +108,16 @@ class Names:
     def job(self) -> str:
         return self._scoped("job")
 
+    @property
+    def chat_session(self) -> str:
+        """A conversation with the knowledge base (a notebook's, or the whole store's)."""
+        return self._scoped("chat_session")
+
+    @property
+    def chat_turn(self) -> str:
+        """One question and its answer in a conversation, with its citations."""
+        return self._scoped("chat_turn")
+
     def notebook_vectors(self, notebook: RecordID) -> str:
         """The table holding a copy of the vectors of one notebook's chunks, with an HNSW
         index of its own, so a scoped vector search walks a graph of that notebook only."""

@@ -397,6 +397,35 @@ def _surql_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+def _v14(names: Names, settings: Settings, dimension: int) -> str:
+    # Conversations (store/conversations.py): sessions and their turns, each turn with its
+    # citations as links to the chunks. Stores with chunks only.
+    if not settings.chunked:
+        return ""
+    S, T = names.chat_session, names.chat_turn
+    return f"""
+DEFINE TABLE IF NOT EXISTS {S} SCHEMAFULL;
+DEFINE FIELD IF NOT EXISTS title ON {S} TYPE string;
+DEFINE FIELD IF NOT EXISTS notebook ON {S} TYPE option<record<{names.notebook}>>;
+DEFINE FIELD IF NOT EXISTS created ON {S} TYPE datetime VALUE time::now() READONLY;
+DEFINE FIELD IF NOT EXISTS updated ON {S} TYPE datetime DEFAULT time::now();
+DEFINE INDEX IF NOT EXISTS {S}_updated ON {S} FIELDS updated;
+DEFINE TABLE IF NOT EXISTS {T} SCHEMAFULL;
+DEFINE FIELD IF NOT EXISTS session ON {T} TYPE record<{S}>;
+DEFINE FIELD IF NOT EXISTS question ON {T} TYPE string;
+DEFINE FIELD IF NOT EXISTS standalone ON {T} TYPE string;
+DEFINE FIELD IF NOT EXISTS answer ON {T} TYPE string;
+DEFINE FIELD IF NOT EXISTS grounded ON {T} TYPE bool;
+DEFINE FIELD IF NOT EXISTS model ON {T} TYPE option<string>;
+DEFINE FIELD IF NOT EXISTS citations ON {T} TYPE array<object> FLEXIBLE;
+DEFINE FIELD IF NOT EXISTS chunks ON {T} TYPE array<record<{names.chunks}>>;
+DEFINE FIELD IF NOT EXISTS created ON {T} TYPE datetime VALUE time::now() READONLY;
+DEFINE INDEX IF NOT EXISTS {T}_session ON {T} FIELDS session, created;
+DEFINE EVENT IF NOT EXISTS {S}_turns ON {S} WHEN $event = 'DELETE' THEN
+    (DELETE {T} WHERE session = $before.id);
+"""
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "documents, chunks (BM25 + HNSW), files", _v1),
     Migration(2, "notebooks, sources' references, notes, jobs; chunk generations", _v2),
@@ -417,6 +446,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _v12),
     Migration(13, "the text index's segments carry their chunks' documents and vectors",
               _v13),
+    Migration(14, "conversations: chat sessions and their turns, citations linked to chunks",
+              _v14),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 TEXT_SEGMENTS_FORMAT = 2  # segments hold their chunks' documents and vectors (schema 13)

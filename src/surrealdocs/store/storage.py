@@ -1,4 +1,5 @@
-"""Every table's owner, for one store: documents, chunks, notebooks, jobs, API keys."""
+"""Every table's owner, for one store: documents, chunks, notebooks, jobs, API keys,
+conversations."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from ..config import Settings
 from .api_keys import KeyStorage
 from .chunks import ChunkStorage
 from .connection import Store
+from .conversations import ConversationStorage
 from .documents import DocumentStorage
 from .jobs import JobStorage
 from .notebooks import NotebookStorage
@@ -25,10 +27,11 @@ class Storage:
     notebooks: NotebookStorage
     jobs: JobStorage
     keys: KeyStorage
+    conversations: ConversationStorage
 
     @classmethod
     def of(cls, store: Store, settings: Settings, dimension: int, *,
            vectors_apart: bool = False) -> Storage:
         chunks = ChunkStorage(store, settings, dimension, vectors_apart=vectors_apart)
         return cls(store, DocumentStorage(store), chunks, NotebookStorage(store),
-                   JobStorage(store), KeyStorage(store))
+                   JobStorage(store), KeyStorage(store), ConversationStorage(store))

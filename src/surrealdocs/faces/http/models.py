@@ -103,3 +103,10 @@ class AskBody(_Strict):
     created_before: dt.datetime | None = None
     stream: bool = Field(False, description="Answer as server-sent events: passages, then"
                                             " the text as it comes, then the answer")
+    session: str | None = Field(None, description="Ask within this conversation (its notebook"
+                                                  " scopes the search; the turn is kept)")
+
+
+class SessionRequest(_Strict):
+    title: str | None = Field(None, max_length=200)
+    notebook: str | None = Field(None, description="The notebook its questions search")

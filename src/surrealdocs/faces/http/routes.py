@@ -28,7 +28,7 @@ from ...parts.results import id_text
 from ...version import __version__
 from .auth import Access, presented_token, reader, server_state, writer
 from .error_responses import ApiError
-from .models import AskBody, NotebookRequest, SearchBody, TextsRequest
+from .models import AskBody, NotebookRequest, SearchBody, SessionRequest, TextsRequest
 from .state import ServerState
 from .uploads import receive
 
@@ -229,21 +229,33 @@ async def ask(body: AskBody, request: Request, who: Reader, state: State) -> Any
         source=body.source, mime_type=body.mime_type, notebook=body.notebook,
         topics=body.topics, created_after=body.created_after,
         created_before=body.created_before)
+    if body.session is not None:  # the conversation's notebook scopes it; the turn is kept
+        await writer(who)  # a read-only key cannot add a turn
+        await kb.conversations.get(body.session)  # 404 before any work
     if not body.stream:
-        return (await kb.ask(search, llm=body.llm)).to_dict()
-    chat_model(body.llm, kb.settings)  # no model: a 400 before the stream starts
-    return StreamingResponse(_ask_stream(kb, search, body.llm, request),
+        return (await _asked(kb, search, body, None)).to_dict()
+    chat_model(body.llm, kb.settings)  # no model: a 422 before the stream starts
+    return StreamingResponse(_ask_stream(kb, search, body, request),
                              media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-async def _ask_stream(kb: KnowledgeBase, search: SearchRequest, llm: str | None,
+def _asked(kb: KnowledgeBase, search: SearchRequest, body: AskBody,
+           on_event: Any) -> Any:
+    """The coroutine of one answer: in a conversation when the body names one."""
+    if body.session is not None:
+        return kb.conversations.ask(body.session, body.question, llm=body.llm,
+                                    on_event=on_event)
+    return kb.ask(search, llm=body.llm, on_event=on_event)
+
+
+async def _ask_stream(kb: KnowledgeBase, search: SearchRequest, body: AskBody,
                       request: Request) -> AsyncIterator[str]:
     """``passages``, then ``text`` pieces as the model writes, then ``answer`` (or
     ``error``); a client that leaves stops the model."""
     events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-    task = asyncio.get_running_loop().create_task(
-        kb.ask(search, llm=llm, on_event=lambda kind, value: events.put_nowait((kind, value))))
+    task = asyncio.get_running_loop().create_task(_asked(
+        kb, search, body, lambda kind, value: events.put_nowait((kind, value))))
     try:
         while not (task.done() and events.empty()):
             try:
@@ -259,6 +271,28 @@ async def _ask_stream(kb: KnowledgeBase, search: SearchRequest, llm: str | None,
             yield _event("error", {"code": "chat_model_error", "message": str(exc)})
     finally:
         task.cancel()
+
+
+@router.get("/sessions", tags=["ask"], summary="Conversations, the latest first")
+async def sessions(who: Reader, state: State, notebook: str | None = None) -> dict[str, Any]:
+    found = await state.require().conversations.sessions(notebook)
+    return {"sessions": [s.to_dict() for s in found]}
+
+
+@router.post("/sessions", tags=["ask"], summary="Start a conversation", status_code=201)
+async def create_session(body: SessionRequest, who: Writer, state: State) -> dict[str, Any]:
+    return (await state.require().conversations.create(body.title, body.notebook)).to_dict()
+
+
+@router.get("/sessions/{ref}", tags=["ask"], summary="A conversation with its turns")
+async def session(ref: str, who: Reader, state: State) -> dict[str, Any]:
+    return (await state.require().conversations.get(ref)).to_dict()
+
+
+@router.delete("/sessions/{ref}", tags=["ask"], summary="Delete a conversation",
+               status_code=204)
+async def delete_session(ref: str, who: Writer, state: State) -> None:
+    await state.require().conversations.delete(ref)
 
 
 # ----- documents ----------------------------------------------------------------------
