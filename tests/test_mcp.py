@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 import shutil
 import socket
 import subprocess
@@ -372,3 +374,50 @@ def test_cli_mcp_refuses_a_bad_limit(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["mcp", "--db", str(tmp_path / "kb"), "--model",
                                       "hashing-64", "--max-chars", "10"])
     assert result.exit_code == 2 and "max_chars" in result.output
+
+
+def _integration_blocks() -> list[str]:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "integrations.md").read_text()
+    section = text.split("### Streamable HTTP and your own app", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+
+
+async def test_the_docs_http_examples_run_as_written(tmp_path: Path) -> None:
+    """docs/integrations.md's two programs: the stand-alone server (its port swapped for a
+    free one) and the fragment that mounts the app in another one (given a ``kb``)."""
+    serve, mount = _integration_blocks()
+    (tmp_path / "note.txt").write_text("A heron waits in the shallows for a fish.")
+    env = {"SURREALDOCS_MODEL": "hashing-64"}
+    db = tmp_path / ".surrealdocs" / "db"  # the store the program opens, in its folder
+    async with await KnowledgeBase.open(settings=settings(db)) as kb:
+        await kb.ingest([tmp_path / "note.txt"])
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "serve.py").write_text(serve.replace("8765", str(port)))
+    proc = subprocess.Popen([sys.executable, "serve.py"], cwd=tmp_path,
+                            env={**os.environ, **env}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(int(PATIENCE / 0.1)):
+            try:
+                async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                    hits = data(await client.call_tool("search", {"query": "heron"}))
+                    assert hits["hits"] and hits["hits"][0]["source"].endswith("note.txt")
+                    break
+            except Exception as exc:  # not listening yet
+                if proc.poll() is not None:
+                    raise AssertionError(proc.stdout.read() if proc.stdout else "") from exc
+                await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the documented server did not answer")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=PATIENCE)
+
+    async with await KnowledgeBase.open(settings=settings(db)) as kb:
+        scope: dict[str, Any] = {"kb": kb, "mcp_http_app": mcp_http_app}  # as block 1 had
+        exec(compile(mount, "integrations.md", "exec"), scope)
+        async with serving(scope["app"]) as port2, \
+                Client(f"http://127.0.0.1:{port2}/mcp/") as client:
+            await check_tools(client, writes=False)
