@@ -100,3 +100,57 @@ def test_readme_programs_run_as_written(tmp_path: Path, monkeypatch: pytest.Monk
         assert printed.strip(), f"printed nothing:\n{program}"
         if program in more:  # a retriever's hits name their titles and pages
             assert "None" not in printed, printed
+
+
+def readme_curl_commands() -> list[str]:
+    """The README's curl lines (continuations joined), in order."""
+    text = README.read_text()
+    block = next(b for b in re.findall(r"```(?:sh|bash)\n(.*?)```", text, re.DOTALL)
+                 if "curl " in b)
+    joined = re.sub(r"\\\n\s*", " ", block)
+    return [line.split("   #")[0].strip() for line in joined.splitlines()
+            if line.strip().startswith("curl ")]
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="no curl on this machine")
+def test_readme_curl_lines_run_as_written(tmp_path: Path) -> None:
+    """The README's HTTP examples, with curl, against `surrealdocs serve` with a key: the
+    upload into a notebook by name (made on use), its job's events, both searches, and the
+    document by its source."""
+    import json
+    import os
+    import subprocess
+
+    pytest.importorskip("fastapi")
+    from server_helpers import served, wait_ready_process
+
+    shutil.copy(SAMPLES / "quarterly-report.pdf", tmp_path / "report.pdf")
+    (tmp_path / "notes.md").write_text("# Notes\n\nQuarterly revenue rose; dense retrieval.\n")
+    db = str(tmp_path / "db")
+    made = CliRunner().invoke(app, ["keys", "create", "--name", "laptop", "--json", "--db",
+                                    db, "--model", "hashing-64"])
+    assert made.exit_code == 0, made.output
+    key = json.loads(made.output)["key"]
+    lines = readme_curl_commands()
+    assert len(lines) >= 5
+    with served(tmp_path, "--db", db) as (proc, url):
+        wait_ready_process(proc, url)
+        outputs = []
+        for line in lines:
+            line = line.replace("http://127.0.0.1:8000", url)
+            if "JOB_ID" in line:
+                line = line.replace("JOB_ID", json.loads(outputs[0])["job"]["id"])
+            done = subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
+                                  text=True, timeout=120, env={**os.environ, "KEY": key})
+            assert done.returncode == 0, f"{line}\n{done.stderr}"
+            outputs.append(done.stdout)
+        upload = json.loads(outputs[0])
+        assert upload["job"]["id"] and len(upload["files"]) == 2
+        import httpx
+
+        notebooks = httpx.get(url + "/v1/notebooks", headers={"X-API-Key": key}).json()
+        assert "Research" in [nb["name"] for nb in notebooks["notebooks"]]  # made on use
+        assert "event: end" in outputs[1] and '"status":"done"' in outputs[1]
+        assert json.loads(outputs[2])["hits"]
+        assert json.loads(outputs[3])["hits"]
+        assert json.loads(outputs[4])["source"] == "upload://report.pdf"
