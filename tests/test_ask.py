@@ -172,6 +172,12 @@ def test_the_http_api_answers_with_citations(tmp_path: Any, server: ChatServer,
             "question": "x", "stream": True, "llm": "nothing"})
         assert no_model.status_code == 422 and "openai:MODEL" in no_model.text
 
+        # the command line through the server that holds the store
+        through = CliRunner().invoke(app, ["ask", "Where do storks nest?", "--mode", "text",
+                                           "--server", url])
+        assert through.exit_code == 0, through.output
+        assert server.reply in through.output and "note://storks" in through.output
+
         # a conversation: made, asked in, shown, deleted
         made = httpx.post(url + "/v1/sessions", json={"title": "storks"}, timeout=60)
         assert made.status_code == 201

@@ -90,6 +90,26 @@ def test_serve_process(tmp_path: Path) -> None:
         # another command on the served store is told where it is served
         code, out = run("stats", "--db", db, "--model", "hashing-64")
         assert code == 2 and "served by `surrealdocs serve` at http://127.0.0.1:" in out
+        assert f"--server {url}/" in out
+        # ... and goes through it with --server
+        code, out = run("stats", "--server", url)
+        assert code == 0 and "1" in out
+        code, out = run("search", "storks", "--mode", "text", "--json", "--server", url)
+        assert code == 0 and json.loads(out)[0]["source"] == "upload://n.txt"
+        code, out = run("list", "--json", "--server", url)
+        assert code == 0 and json.loads(out)["total"] == 1
+        code, out = run("show", "upload://n.txt", "--json", "--server", url)
+        assert code == 0 and json.loads(out)["source"] == "upload://n.txt"
+        code, out = run("ask", "where do storks nest", "--server", url)
+        assert code == 2 and "openai:MODEL" in out  # this server has no chat model
+        code, out = run("ingest", str(tmp_path), "--server", url)
+        assert code == 2 and "needs the store itself" in out
+        code, out = run("delete", "upload://n.txt", "--dry-run", "--server", url)
+        assert code == 0 and "would delete" in out
+        code, out = run("delete", "upload://n.txt", "--server", url)
+        assert code == 0
+        code, out = run("list", "--json", "--server", url)
+        assert json.loads(out)["total"] == 0
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 0
         output = proc.stdout.read() if proc.stdout else ""

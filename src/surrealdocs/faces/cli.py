@@ -20,7 +20,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar, cast
 
 import typer
 from rich.console import Console
@@ -37,6 +37,7 @@ from ..errors import NotFoundError, SurrealDocsError
 from ..parts.chunk import HEADING_SEPARATOR
 from ..parts.results import FileResult, Hit, IngestReport, SyncReport, id_text
 from ..parts.snippet import Snippet, snippet
+from .served import ServedKnowledgeBase
 
 app = typer.Typer(
     help="Turn documents into a searchable knowledge base inside SurrealDB.",
@@ -62,6 +63,13 @@ class StoreOptions:
     database: str | None = None
     user: str | None = None
     password: str | None = None
+    server: str | None = None
+    key: str | None = None
+
+    @property
+    def served(self) -> str | None:
+        """The URL of the ``surrealdocs serve`` to send the command to, if one is named."""
+        return self.server or os.environ.get("SURREALDOCS_SERVER") or None
 
     def settings(self, **more: Any) -> Settings:
         return Settings.from_env(db=self.db, model=self.model, namespace=self.namespace,
@@ -95,6 +103,16 @@ _STORE_OPTIONS = [
         annotation=Annotated[str | None, typer.Option(
             "--password", help="Password for a SurrealDB server [default:"
                                " $SURREALDOCS_PASSWORD]")]),
+    inspect.Parameter(
+        "server", inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option(
+            "--server", help="Send the command to this running `surrealdocs serve`"
+                             " (http://HOST:PORT), which holds the store [default:"
+                             " $SURREALDOCS_SERVER]")]),
+    inspect.Parameter(
+        "key", inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option(
+            "--key", help="API key for --server [default: $SURREALDOCS_KEY]")]),
 ]
 
 
@@ -187,6 +205,10 @@ def _with_kb(store: StoreOptions, work: Callable[[KnowledgeBase], Awaitable[T]],
     """Open the knowledge base, do ``work`` with it, close it. Only commands that put
     something in the store make it (``create``); the others say there is none."""
     async def main() -> T:
+        if store.served:  # the server holds the store: the command goes through its API
+            key = store.key or os.environ.get("SURREALDOCS_KEY")
+            async with ServedKnowledgeBase(store.served, key) as served:
+                return await work(cast(KnowledgeBase, served))
         async with await _open(store.settings(**settings), create) as kb:
             return await work(kb)
 
@@ -956,7 +978,8 @@ def ask(
     from ..chat import chat_model
 
     try:
-        chat_model(llm, store.settings())  # no model: say how to set one, before any work
+        if not store.served:  # a server has its own model
+            chat_model(llm, store.settings())  # none: say how to set one, before any work
     except SurrealDocsError as exc:
         _fail(str(exc))
     request = SearchRequest(

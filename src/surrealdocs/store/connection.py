@@ -599,8 +599,8 @@ async def connect(settings: Settings | None = None) -> Store:
                 hint = (" (this process has it open already: a KnowledgeBase, retriever or"
                         " connection that was not closed; use that one, or close it first)")
             elif served:
-                hint = (f" (it is served by `surrealdocs serve` at {served}: use its HTTP API,"
-                        " or stop it)")
+                hint = (f" (it is served by `surrealdocs serve` at {served}: add --server"
+                        f" {served} to the command, use its HTTP API, or stop it)")
             else:
                 hint = " (another process has this database open; close it or use a server URL)"
         raise StoreError(f"cannot open {url}: {exc}{hint}") from exc

@@ -1,0 +1,163 @@
+"""The command line's way to a store that ``surrealdocs serve`` holds (an embedded store is
+locked by the process that opened it): with ``--server URL`` (``SURREALDOCS_SERVER``) and
+a key (``--key``, ``SURREALDOCS_KEY``) the commands that read, ask and delete go to the
+server's HTTP API and print what they print on a store of their own. Commands that need
+the store itself (ingest, sync, notebooks, keys…) say so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import httpx
+
+from ..core.answer import Answer, Citation
+from ..core.search_request import SearchRequest
+from ..errors import ConfigurationError, NotFoundError, StoreError
+from ..parts.results import Document, Forgotten, Hit, Stats, jsonable
+
+TIMEOUT = httpx.Timeout(300.0, connect=10.0)
+
+
+class ServedKnowledgeBase:
+    """The calls of :class:`~surrealdocs.core.kb.KnowledgeBase` the command line makes, over
+    a running server's ``/v1`` API."""
+
+    def __init__(self, url: str, key: str | None) -> None:
+        url = url.strip().rstrip("/")
+        if not url.startswith(("http://", "https://")):
+            raise ConfigurationError(f"--server takes the server's http(s):// URL, got {url!r}")
+        self.url = url
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._client = httpx.AsyncClient(base_url=url, headers=headers, timeout=TIMEOUT)
+
+    async def __aenter__(self) -> ServedKnowledgeBase:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._client.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        raise ConfigurationError(
+            f"this command needs the store itself ({name}), not its server at {self.url}:"
+            " stop `surrealdocs serve` to run it, or use the server's HTTP API")
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = await self._client.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise StoreError(f"cannot reach the server at {self.url}: {exc}") from exc
+        if response.status_code >= 400:
+            try:
+                message = response.json()["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                message = response.text[:300] or response.reason_phrase
+            if response.status_code == 404:
+                raise NotFoundError(message)
+            if response.status_code in (400, 401, 403, 409, 413, 422):
+                hint = " (give a key: --key or SURREALDOCS_KEY)" \
+                    if response.status_code == 401 else ""
+                raise ConfigurationError(f"{message}{hint}")
+            raise StoreError(f"the server at {self.url} answered {response.status_code}:"
+                             f" {message}")
+        return None if response.status_code == 204 else response.json()
+
+    async def search(self, request: SearchRequest) -> list[Hit]:
+        body = {k: v for k, v in jsonable(request.__dict__).items() if v is not None}
+        out = await self._call("POST", "/v1/search", json=body)
+        return [Hit(**h) for h in out["hits"]]
+
+    async def documents(self, *, offset: int = 0, limit: int = 50,
+                        **filters: Any) -> list[Document]:
+        out = await self._call("GET", "/v1/documents", params=_params(
+            {"offset": offset, "limit": limit, **filters}))
+        return [_document(d) for d in out["documents"]]
+
+    async def count_documents(self, **filters: Any) -> int:
+        out = await self._call("GET", "/v1/documents", params=_params({"limit": 1, **filters}))
+        return int(out["total"])
+
+    async def document(self, ref: Any, *, text: bool = True) -> Document:
+        out = await self._call("GET", f"/v1/documents/{httpx.URL(str(ref))}",
+                               params={"text": str(text).lower()})
+        return _document(out)
+
+    async def stats(self) -> Stats:
+        return Stats(**(await self._call("GET", "/v1/stats")))
+
+    async def forget(self, refs: Sequence[str] = (), *, glob: str | None = None,
+                     dry_run: bool = False) -> list[Forgotten]:
+        if glob:
+            raise ConfigurationError("--glob needs the store itself, not its server")
+        out = []
+        for ref in refs:
+            try:
+                if dry_run:
+                    await self.document(ref, text=False)
+                else:
+                    await self._call("DELETE", f"/v1/documents/{ref}")
+                out.append(Forgotten(ref, "would delete" if dry_run else "deleted"))
+            except NotFoundError:
+                out.append(Forgotten(ref, "not found"))
+        return out
+
+    async def ask(self, request: SearchRequest, *, llm: str | None = None,
+                  on_event: Callable[[str, Any], Any] | None = None) -> Answer:
+        body = {k: v for k, v in jsonable(request.__dict__).items() if v is not None
+                and k in ("mode", "source", "mime_type", "notebook", "topics",
+                          "created_after", "created_before")}
+        body.update(question=request.query or "", passages=request.limit, stream=True,
+                    llm=llm)
+        try:
+            async with self._client.stream("POST", "/v1/ask", json=body) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    await self._raise(response)
+                kind = None
+                async for line in response.aiter_lines():
+                    if line.startswith("event: "):
+                        kind = line[7:]
+                    elif line.startswith("data: ") and kind:
+                        value = json.loads(line[6:])
+                        if kind == "answer":
+                            return _answer(value)
+                        if kind == "error":
+                            raise StoreError(value.get("message", "the answer failed"))
+                        if on_event and kind == "text":
+                            on_event(kind, value)
+        except httpx.HTTPError as exc:
+            raise StoreError(f"cannot reach the server at {self.url}: {exc}") from exc
+        raise StoreError(f"the server at {self.url} ended the answer early")
+
+    async def _raise(self, response: httpx.Response) -> None:
+        try:
+            message = response.json()["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            message = response.text[:300]
+        if response.status_code in (400, 401, 403, 422):
+            raise ConfigurationError(message)
+        raise StoreError(f"the server at {self.url} answered {response.status_code}: {message}")
+
+
+def _params(values: dict[str, Any]) -> list[tuple[str, str]]:
+    out = []
+    for name, value in jsonable(values).items():
+        if value is None:
+            continue
+        for one in value if isinstance(value, list) else [value]:
+            out.append((name, str(one)))
+    return out
+
+
+def _document(data: dict[str, Any]) -> Document:
+    known = Document.__dataclass_fields__
+    return Document(**{k: v for k, v in data.items() if k in known})
+
+
+def _answer(data: dict[str, Any]) -> Answer:
+    return Answer(question=data["question"], text=data["answer"],
+                  citations=[Citation(**c) for c in data["citations"]],
+                  passages=[Hit(**h) for h in data["passages"]], grounded=data["grounded"],
+                  removed_citations=data["removed_citations"], model=data["model"])
