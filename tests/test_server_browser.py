@@ -446,8 +446,20 @@ def test_page_asks_and_opens_a_citation(tmp_path: Path, browser: Any,
             d.find_element(By.ID, "viewer-body").send_keys(Keys.ESCAPE)
             until(d, lambda d: not d.find_element(By.ID, "viewer").get_attribute("open"))
 
+            # a follow-up in the same conversation: rewritten with the turn before it
+            model.script = ["What colour are a little egret's legs?", "Black legs [1]."]
+            box = d.find_element(By.ID, "q")
+            box.clear()
+            box.send_keys("And its legs?", Keys.ENTER)
+            until(d, lambda d: d.find_element(By.ID, "answer-text").text == "Black legs [1].")
+            assert "Follow-up: And its legs?" in str(model.requests[-2]["messages"])
+            assert "What colour are the little egret's feet?" in \
+                d.find_element(By.ID, "turns").text
+
             d.set_window_size(390, 844)
             until(d, lambda d: _overflow(d) == 0)
             shot(d, "page-ask-390.png")
+            d.find_element(By.ID, "new-conversation").click()
+            until(d, lambda d: not d.find_element(By.ID, "conversation").is_displayed())
             logs = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"]
             assert not logs, logs

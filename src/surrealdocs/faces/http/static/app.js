@@ -25,6 +25,8 @@
     searchSeq: 0,
     docsOffset: 0,   // the documents list: how many are shown
     limit: 20,       // hits asked for (More results asks for more)
+    session: null,   // the conversation Ask goes on with
+    turns: [],       // its earlier questions and answers, shown above the answer
   };
 
   // ----- talking to the API --------------------------------------------------------
@@ -175,6 +177,7 @@
   async function search(more) {
     if (state.mode === "ask") return ask();
     $("#answer").hidden = true;
+    $("#conversation").hidden = true;
     const q = $("#q").value.trim();
     syncUrl(q);
     state.limit = more ? state.limit + 20 : 20;
@@ -221,13 +224,24 @@
     $("#more-results").hidden = true;
     if (!q) { $("#answer").hidden = true; renderHits([], ""); return; }
     const seq = ++state.searchSeq;
+    if (!state.session) {  // the first question starts a conversation, in the notebook picked
+      try {
+        const made = await api("/v1/sessions", { method: "POST",
+          json: { title: q.slice(0, 80), notebook: $("#notebook").value || null } });
+        state.session = made.id;
+      } catch (e) { state.session = null; }  // a read-only key: one question at a time
+    }
     const body = { question: q, stream: true };
+    if (state.session) body.session = state.session;
     if ($("#notebook").value) body.notebook = $("#notebook").value;
     if ($("#f-type").value) body.mime_type = [$("#f-type").value];
     if ($("#f-source").value.trim()) body.source = $("#f-source").value.trim();
     if ($("#f-after").value) body.created_after = $("#f-after").value + "T00:00:00";
     $("#empty").hidden = true;
     $("#answer").hidden = false;
+    if (state.session && state.lastTurn) { state.turns.push(state.lastTurn); state.lastTurn = null; }
+    state.asked = q;
+    renderTurns();
     $("#answer-text").textContent = "";
     $("#answer-sources").replaceChildren();
     for (const note of document.querySelectorAll("#answer .note")) note.remove();
@@ -280,7 +294,14 @@
     }
   }
 
+  function renderTurns() {
+    $("#conversation").hidden = !state.session;
+    $("#turns").replaceChildren(...state.turns.map((t) => el("li", {},
+      el("div", { class: "q", text: t.question }), el("div", { class: "a", text: t.answer }))));
+  }
+
   function showAnswer(result) {
+    if (state.session) state.lastTurn = { question: state.asked, answer: result.answer };
     state.hits = result.passages;
     renderAnswerText(result.answer, result.passages);
     const sources = $("#answer-sources");
@@ -722,6 +743,12 @@
     $("#notebook").addEventListener("change", () => { renderNotebooks(); loadDocuments(); if ($("#q").value.trim()) search(); });
     $("#documents-more").addEventListener("click", () => loadDocuments(true));
     $("#more-results").addEventListener("click", () => search(true));
+    $("#new-conversation").addEventListener("click", () => {
+      state.session = null; state.turns = []; state.lastTurn = null;
+      renderTurns();
+      $("#answer").hidden = true;
+      $("#q").value = ""; $("#q").focus();
+    });
     for (const id of ["#f-type", "#f-after", "#f-per-doc"]) {
       $(id).addEventListener("change", () => { if ($("#q").value.trim()) search(); });
     }
