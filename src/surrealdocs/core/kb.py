@@ -49,6 +49,7 @@ from .job_runner import JobService
 from .key_service import ApiKeyService
 from .notebook_service import Notebook, NotebookService
 from .reader import DocumentReader, as_path
+from .reembed import reembed as reembed_store
 from .search import Searcher, query_words
 from .search_request import SearchRequest
 from .sync import Syncer, check_glob
@@ -198,6 +199,14 @@ class KnowledgeBase:
             if run_jobs:
                 kb.jobs.start()
         return kb
+
+    @classmethod
+    async def reembed(cls, model: str, *, settings: Settings | None = None,
+                      progress: Callable[[int, int], None] | None = None) -> int:
+        """Re-embed every chunk of a store with ``model``, its model from then on."""
+        settings = settings or Settings.from_env()
+        embedder = await asyncio.to_thread(get_embedder, model, settings)
+        return await reembed_store(settings, embedder, progress)
 
     async def __aenter__(self) -> KnowledgeBase:
         return self

@@ -927,9 +927,6 @@ def rebuild_index(
 @store_options
 def reembed(*, store: StoreOptions) -> None:
     """Re-embed every chunk with another model (--model) and rebuild the vector indexes."""
-    from ..core.reembed import reembed as reembed_store
-    from ..embed import get_embedder
-
     if not store.model:
         _fail("reembed needs the new model: --model NAME")
     model = str(store.model)
@@ -939,10 +936,9 @@ def reembed(*, store: StoreOptions) -> None:
     task = progress.add_task("", total=None)
 
     async def work() -> int:
-        settings = store.settings()
-        return await reembed_store(
-            settings, get_embedder(model, settings),
-            lambda done, total: progress.update(task, completed=done, total=total))
+        return await KnowledgeBase.reembed(
+            model, settings=store.settings(),
+            progress=lambda done, total: progress.update(task, completed=done, total=total))
 
     with progress:
         n = _run(work)
