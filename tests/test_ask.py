@@ -255,3 +255,40 @@ def test_conversations_from_the_command_line(tmp_path: Any, server: ChatServer) 
     assert runner.invoke(app, ["chats", "delete", session, *db]).exit_code == 0
     gone = runner.invoke(app, ["chats", "show", session, *db])
     assert gone.exit_code == 2 and "no conversation" in gone.output
+
+
+def test_the_prompt_keeps_to_its_budget_and_cuts_at_a_sentence() -> None:
+    from surrealdocs.core.answer import prompt
+    from surrealdocs.parts.results import Hit
+
+    def hit(n: int, text: str) -> Hit:
+        return Hit(chunk_id=f"chunks:{n}", document_id=f"documents:{n}", source=f"note://{n}",
+                   title=None, mime_type="text/plain", content=text, chunk_index=0,
+                   char_start=0, char_end=len(text), page=3 if n == 1 else None,
+                   last_page=None, score=1.0)
+
+    long = " ".join(f"Sentence number {k} says something about herons." for k in range(40))
+    messages = prompt("What about herons?", [hit(1, long), hit(2, long)], budget=1000)
+    user = messages[-1]["content"]
+    assert "[1] (note://1, page 3)" in user and "Question: What about herons?" in user
+    first = user.split("[1] (note://1, page 3)\n", 1)[1].split("\n\n", 1)[0]
+    assert len(first) <= 1000 and first.endswith(".")  # whole sentences only
+    assert "[2]" not in user  # no room left for the second passage
+    assert messages[0]["role"] == "system"
+
+
+async def test_a_silent_server_times_out_with_a_clear_error() -> None:
+    import socket
+
+    from surrealdocs.chat import chat_model
+
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        settings = Settings(db="mem://", llm="openai:tiny", llm_timeout=0.5, llm_retries=1,
+                            llm_base_url=f"http://127.0.0.1:{port}/v1")
+        model = chat_model(None, settings)
+        with pytest.raises(ChatModelError, match=r"cannot be reached|after 2 attempts"):
+            async for _ in model.stream([{"role": "user", "content": "hi"}]):
+                pass
