@@ -461,5 +461,15 @@ def test_page_asks_and_opens_a_citation(tmp_path: Path, browser: Any,
             shot(d, "page-ask-390.png")
             d.find_element(By.ID, "new-conversation").click()
             until(d, lambda d: not d.find_element(By.ID, "conversation").is_displayed())
+
+            # the conversation is listed; opened, its turns show; deleted, it is gone
+            d.set_window_size(1280, 900)
+            chats = until(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#chats li[data-id]"))
+            assert "2 questions" in chats[0].text
+            chats[0].find_element(By.CSS_SELECTOR, ".doc").click()
+            until(d, lambda d: "And its legs?" in d.find_element(By.ID, "turns").text)
+            d.execute_script("window.confirm = () => true;")
+            d.find_element(By.CSS_SELECTOR, "#chats li[data-id] .delete").click()
+            until(d, lambda d: not d.find_elements(By.CSS_SELECTOR, "#chats li[data-id]"))
             logs = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"]
             assert not logs, logs

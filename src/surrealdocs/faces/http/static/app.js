@@ -301,7 +301,7 @@
   }
 
   function showAnswer(result) {
-    if (state.session) state.lastTurn = { question: state.asked, answer: result.answer };
+    if (state.session) { state.lastTurn = { question: state.asked, answer: result.answer }; loadChats(); }
     state.hits = result.passages;
     renderAnswerText(result.answer, result.passages);
     const sources = $("#answer-sources");
@@ -565,6 +565,52 @@
     refreshSide();
   }
 
+  // ----- conversations of Ask -------------------------------------------------------------
+  async function loadChats() {
+    const panel = $("#chats-panel");
+    panel.hidden = !(state.info && state.info.llm);
+    if (panel.hidden) return;
+    let out;
+    try { out = await api("/v1/sessions"); } catch (e) { return; }
+    const list = $("#chats");
+    list.replaceChildren();
+    if (!(out.sessions || []).length) {
+      list.append(el("li", { class: "muted small", text: "None yet: Ask starts one." }));
+    }
+    const writable = !state.info || state.info.can_write;
+    for (const s of out.sessions || []) {
+      list.append(el("li", { "data-id": s.id },
+        el("button", { class: "doc", type: "button", title: s.title, onclick: () => openChat(s.id) },
+          el("span", { class: "doc-name", text: s.title }),
+          el("span", { class: "doc-meta", text: `${s.turn_count} question${s.turn_count === 1 ? "" : "s"}` })),
+        writable ? el("button", { class: "delete", type: "button", title: `Delete ${s.title}`,
+          "aria-label": `Delete conversation ${s.title}`, onclick: () => deleteChat(s) }, "✕") : null));
+    }
+  }
+  async function openChat(id) {
+    let chat;
+    try { chat = await api("/v1/sessions/" + enc(id)); }
+    catch (e) { banner("Cannot open it: " + e.message, "error"); return; }
+    setMode("ask");
+    state.session = chat.id;
+    state.turns = chat.turns.map((t) => ({ question: t.question, answer: t.answer }));
+    state.lastTurn = null;
+    renderTurns();
+    $("#empty").hidden = true;
+    $("#results").replaceChildren();
+    $("#answer").hidden = true;
+    $("#summary").textContent = `${chat.title} · ask to go on`;
+    $("#q").value = "";
+    $("#q").focus();
+  }
+  async function deleteChat(s) {
+    if (!confirm(`Delete the conversation “${s.title}”?`)) return;
+    try { await api("/v1/sessions/" + enc(s.id), { method: "DELETE" }); }
+    catch (e) { banner("Cannot delete it: " + e.message, "error"); }
+    if (state.session === s.id) { state.session = null; state.turns = []; state.lastTurn = null; renderTurns(); }
+    loadChats();
+  }
+
   // ----- documents: what is stored, a page at a time -------------------------------------
   const DOCS_PAGE = 20;
   async function loadDocuments(more) {
@@ -679,7 +725,7 @@
       dl.replaceChildren(el("dt", { text: "Unavailable" }), el("dd", { text: e.message }));
     }
   }
-  function refreshSide() { loadNotebooks(); loadStats(); loadDocuments(); }
+  function refreshSide() { loadNotebooks(); loadStats(); loadDocuments(); loadChats(); }
 
   async function loadInfo() {
     try {
@@ -730,6 +776,7 @@
       await loadNotebooks(params.get("notebook") || "");
       loadStats();
       loadDocuments();
+      loadChats();
       if ($("#q").value.trim()) search();
     }
   }
