@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ class ChatServer:
     headers: list[dict[str, str]] = field(default_factory=list)
     busy: int = 0  # refuse this many requests with 429 first
     script: list[str] = field(default_factory=list)  # the next replies, before ``reply``
+    pause: float = 0.0  # seconds between streamed pieces (a slow model)
+    aborted: int = 0  # streams whose client went away before the end
     models: tuple[str, ...] = ("tiny",)
 
     def prompt(self) -> str:
@@ -62,6 +65,9 @@ def chat_server() -> Iterator[ChatServer]:
                 lines = [f"data: {json.dumps({'choices': [{'delta': {'content': w}}]})}\n\n"
                          for w in words]
                 lines.append("data: [DONE]\n\n")
+                if state.pause:
+                    self._trickle(lines)
+                    return
                 self._send(200, "text/event-stream", "".join(lines).encode())
             elif self.path.endswith("/api/chat"):
                 lines = [json.dumps({"message": {"content": w}, "done": False}) + "\n"
@@ -70,6 +76,20 @@ def chat_server() -> Iterator[ChatServer]:
                 self._send(200, "application/x-ndjson", "".join(lines).encode())
             else:
                 self._send(404, "text/plain", b"no such path")
+
+        def _trickle(self, lines: list[str]) -> None:
+            """Stream the lines one by one, ``pause`` apart (no length: until closed)."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            try:
+                for line in lines:
+                    self.wfile.write(line.encode())
+                    self.wfile.flush()
+                    time.sleep(state.pause)
+            except (BrokenPipeError, ConnectionResetError):
+                state.aborted += 1
+            self.close_connection = True
 
         def _send(self, status: int, kind: str, data: bytes,
                   extra: dict[str, str] | None = None) -> None:

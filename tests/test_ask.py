@@ -292,3 +292,35 @@ async def test_a_silent_server_times_out_with_a_clear_error() -> None:
         with pytest.raises(ChatModelError, match=r"cannot be reached|after 2 attempts"):
             async for _ in model.stream([{"role": "user", "content": "hi"}]):
                 pass
+
+
+def test_a_client_that_leaves_stops_the_model(tmp_path: Any, server: ChatServer,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server cancels the answer when its SSE client goes: the model's stream is
+    closed long before the model would have finished."""
+    pytest.importorskip("fastapi")
+    import time
+
+    import httpx
+
+    from server_helpers import served, wait_ready_process
+
+    monkeypatch.setenv("SURREALDOCS_LLM", "openai:tiny")
+    monkeypatch.setenv("SURREALDOCS_LLM_BASE_URL", server.url + "/v1")
+    server.reply = " ".join(["word"] * 200) + " [1]."  # 200 pieces
+    server.pause = 0.1  # 20 s to the end
+    with served(tmp_path, "--db", str(tmp_path / "db")) as (proc, url):
+        wait_ready_process(proc, url)
+        httpx.post(url + "/v1/texts", json={"texts": [
+            {"source": s, "text": t} for s, t in TEXTS.items()]}, timeout=60)
+        started = time.monotonic()
+        with httpx.stream("POST", url + "/v1/ask", timeout=60, json={
+                "question": "Where do storks nest?", "stream": True}) as r:
+            for line in r.iter_lines():
+                if line == "event: text":
+                    break  # the answer has begun: leave
+        deadline = time.monotonic() + 30
+        while not server.aborted and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.aborted == 1, "the model kept streaming to a client that left"
+        assert time.monotonic() - started < 19  # well before the model would have ended
