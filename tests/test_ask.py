@@ -324,3 +324,24 @@ def test_a_client_that_leaves_stops_the_model(tmp_path: Any, server: ChatServer,
             time.sleep(0.05)
         assert server.aborted == 1, "the model kept streaming to a client that left"
         assert time.monotonic() - started < 19  # well before the model would have ended
+
+
+async def test_the_mcp_ask_tool_answers_with_citations(kb: KnowledgeBase,
+                                                       server: ChatServer) -> None:
+    pytest.importorskip("mcp")
+    from mcp import Client
+
+    from surrealdocs.faces.mcp import build_mcp_server
+
+    server.reply = "Storks nest on chimneys [1][5]."
+    async with Client(build_mcp_server(kb)) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        assert "ask" in tools
+        result = await client.call_tool("ask", {"question": "Where do storks nest?",
+                                                "passages": 2})
+        answer = json.loads(result.content[0].text)  # type: ignore[union-attr]
+    assert answer["answer"] == "Storks nest on chimneys [1]." and answer["grounded"]
+    assert answer["removed_citations"] == 1 and "passages" not in answer
+    kb.settings = kb.settings.replace(llm="")
+    async with Client(build_mcp_server(kb)) as client:  # no model: no ask tool
+        assert "ask" not in {t.name for t in (await client.list_tools()).tools}

@@ -202,6 +202,8 @@ def build_mcp_server(kb: KnowledgeBase, *, allow_writes: bool = False,
                      allow_writes=bool(allow_writes), writes_hint=writes_hint)
     for add in (_add_search, _add_read, _add_list_notebooks, _add_list_sources, _add_stats):
         add(server, kb, budget)
+    if kb.settings.llm:  # a cited answer needs the server's chat model
+        _add_ask(server, kb, budget)
     if allow_writes:
         for add in (_add_add_text, _add_ingest_path):
             add(server, kb, budget)
@@ -264,6 +266,14 @@ What the knowledge base holds: numbers of documents, chunks and notebooks, sourc
 status and documents by MIME type, the embedding model and its dimension, and the store."""
 
 
+_ASK_TOOL = """\
+Answer a question from the knowledge base with the server's chat model, citing the
+passages it used as [n]. Returns `answer`, `grounded` (false when it cites no passage),
+`citations` (number, `source`, `title`, `page`, `chunk_id` for `read`, character span)
+and how many invented citations were removed. Prefer `search` and `read` when you can
+answer yourself; `ask` is for a cited answer in one call. At most {budget} characters."""
+
+
 _ADD_TEXT_TOOL = """\
 Add a text to the knowledge base under a source name (e.g. `note://meeting-2024-05-02`),
 optionally into a notebook: it is chunked, embedded and searchable at once. The same text
@@ -286,207 +296,225 @@ _WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempote
 
 
 def _add_search(server: _Server, kb: KnowledgeBase, budget: int) -> None:
-        @server.tool(annotations=_READ_ONLY, description=_SEARCH_TOOL.format(budget=budget))
-        async def search(
-            query: Annotated[str, Field(description="What to look for: words, a question or a "
-                                                    "phrase. Must not be empty.")],
-            mode: Annotated[Literal["hybrid", "vector", "text"], Field(
-                description="hybrid (default), vector (meaning) or text (BM25 keywords)")
-            ] = "hybrid",
-            limit: Annotated[int, Field(ge=1, le=50, description="Most hits to return")] = 10,
-            notebook: Annotated[str | None, Field(
-                description="Only sources in this notebook (its name or id)")] = None,
-            source: Annotated[str | None, Field(
-                description="Only sources matching this glob (`*.pdf`, `*/reports/*`)")] = None,
-            mime_type: Annotated[list[str] | None, Field(
-                description="Only documents of these MIME types (`application/pdf`, "
-                            "`text/markdown`, ...)")] = None,
-            topics: Annotated[list[str] | None, Field(
-                description="Only sources tagged with at least one of these topics")] = None,
-            created_after: Annotated[dt.datetime | None, Field(
-                description="Only sources ingested at or after this time (ISO 8601)")] = None,
-            created_before: Annotated[dt.datetime | None, Field(
-                description="Only sources ingested before this time (ISO 8601)")] = None,
-            per_document: Annotated[bool, Field(
-                description="One hit per document (its best passage)")] = False,
-            min_score: Annotated[float | None, Field(
-                description="Drop hits scoring below this (scores are 0-1 in every mode)")] = None,
-            candidates: Annotated[int | None, Field(
-                ge=1, le=1000, description="Hybrid: hits of each leg fused (default 100)")] = None,
-            fusion: Annotated[Literal["zscore", "minmax", "rrf"] | None, Field(
-                description="Hybrid: how the legs are fused (default zscore)")] = None,
-            rrf_k: Annotated[int | None, Field(
-                ge=1, description="Hybrid with rrf: its k (default 60)")] = None,
-            text_weight: Annotated[float | None, Field(
-                ge=0, description="Hybrid: weight of the keyword (BM25) leg")] = None,
-            vector_weight: Annotated[float | None, Field(
-                ge=0, description="Hybrid: weight of the meaning (vector) leg")] = None,
-            snippet_chars: Annotated[int, Field(
-                ge=0, le=2000, description="Most characters of each hit's snippet")
-            ] = _SNIPPET_CHARS,
-        ) -> CallToolResult:
-            with _tool_errors():
-                hits = await kb.search(SearchRequest(
-                    query, mode=mode, limit=limit, notebook=notebook, source=source,
-                    mime_type=mime_type or None, topics=topics or None,
-                    created_after=created_after, created_before=created_before,
-                    per_document=per_document, min_score=min_score, candidates=candidates,
-                    fusion=fusion, rrf_k=rrf_k, text_weight=text_weight,
-                    vector_weight=vector_weight))
-            payload: dict[str, Any] = {
-                "query": query, "mode": mode, "count": len(hits),
-                "hits": [_hit(n, hit, snippet_chars) for n, hit in enumerate(hits, 1)]}
-            notice = search_notice(query, hits)
-            if notice:
-                payload["notice"] = notice
-            payload = _fit_list(payload, "hits", budget, "omitted_hits", _shrink_snippet)
-            payload["count"] = len(payload["hits"])
-            return _answer(payload)
+    @server.tool(annotations=_READ_ONLY, description=_SEARCH_TOOL.format(budget=budget))
+    async def search(
+        query: Annotated[str, Field(description="What to look for: words, a question or a "
+                                                "phrase. Must not be empty.")],
+        mode: Annotated[Literal["hybrid", "vector", "text"], Field(
+            description="hybrid (default), vector (meaning) or text (BM25 keywords)")
+        ] = "hybrid",
+        limit: Annotated[int, Field(ge=1, le=50, description="Most hits to return")] = 10,
+        notebook: Annotated[str | None, Field(
+            description="Only sources in this notebook (its name or id)")] = None,
+        source: Annotated[str | None, Field(
+            description="Only sources matching this glob (`*.pdf`, `*/reports/*`)")] = None,
+        mime_type: Annotated[list[str] | None, Field(
+            description="Only documents of these MIME types (`application/pdf`, "
+                        "`text/markdown`, ...)")] = None,
+        topics: Annotated[list[str] | None, Field(
+            description="Only sources tagged with at least one of these topics")] = None,
+        created_after: Annotated[dt.datetime | None, Field(
+            description="Only sources ingested at or after this time (ISO 8601)")] = None,
+        created_before: Annotated[dt.datetime | None, Field(
+            description="Only sources ingested before this time (ISO 8601)")] = None,
+        per_document: Annotated[bool, Field(
+            description="One hit per document (its best passage)")] = False,
+        min_score: Annotated[float | None, Field(
+            description="Drop hits scoring below this (scores are 0-1 in every mode)")] = None,
+        candidates: Annotated[int | None, Field(
+            ge=1, le=1000, description="Hybrid: hits of each leg fused (default 100)")] = None,
+        fusion: Annotated[Literal["zscore", "minmax", "rrf"] | None, Field(
+            description="Hybrid: how the legs are fused (default zscore)")] = None,
+        rrf_k: Annotated[int | None, Field(
+            ge=1, description="Hybrid with rrf: its k (default 60)")] = None,
+        text_weight: Annotated[float | None, Field(
+            ge=0, description="Hybrid: weight of the keyword (BM25) leg")] = None,
+        vector_weight: Annotated[float | None, Field(
+            ge=0, description="Hybrid: weight of the meaning (vector) leg")] = None,
+        snippet_chars: Annotated[int, Field(
+            ge=0, le=2000, description="Most characters of each hit's snippet")
+        ] = _SNIPPET_CHARS,
+    ) -> CallToolResult:
+        with _tool_errors():
+            hits = await kb.search(SearchRequest(
+                query, mode=mode, limit=limit, notebook=notebook, source=source,
+                mime_type=mime_type or None, topics=topics or None,
+                created_after=created_after, created_before=created_before,
+                per_document=per_document, min_score=min_score, candidates=candidates,
+                fusion=fusion, rrf_k=rrf_k, text_weight=text_weight,
+                vector_weight=vector_weight))
+        payload: dict[str, Any] = {
+            "query": query, "mode": mode, "count": len(hits),
+            "hits": [_hit(n, hit, snippet_chars) for n, hit in enumerate(hits, 1)]}
+        notice = search_notice(query, hits)
+        if notice:
+            payload["notice"] = notice
+        payload = _fit_list(payload, "hits", budget, "omitted_hits", _shrink_snippet)
+        payload["count"] = len(payload["hits"])
+        return _answer(payload)
 
 
 def _add_read(server: _Server, kb: KnowledgeBase, budget: int) -> None:
-        @server.tool(annotations=_READ_ONLY, description=_READ_TOOL.format(budget=budget))
-        async def read(
-            chunk_id: Annotated[str | None, Field(
-                description="A hit's chunk_id: read that passage with its neighbours")] = None,
-            before: Annotated[int, Field(ge=0, le=20, description="With chunk_id: passages "
-                                                                  "before it")] = 1,
-            after: Annotated[int, Field(ge=0, le=20, description="With chunk_id: passages "
-                                                                 "after it")] = 1,
-            document: Annotated[str | None, Field(
-                description="A document_id, or a document's source (path or name)")] = None,
-            first_page: Annotated[int | None, Field(
-                ge=1, description="With document: the first page to read (from 1)")] = None,
-            last_page: Annotated[int | None, Field(
-                ge=1, description="With document and first_page: the last page (inclusive; "
-                                  "default first_page)")] = None,
-            offset: Annotated[int, Field(
-                ge=0, description="With document and no pages: the character to start at")] = 0,
-        ) -> CallToolResult:
-            if (chunk_id is None) == (document is None):
-                raise ToolError("give either chunk_id (from a search hit) or document")
-            if chunk_id is not None and (first_page is not None or last_page is not None
-                                         or offset):
-                raise ToolError("first_page, last_page and offset go with document, not chunk_id")
-            if last_page is not None and first_page is None:
-                raise ToolError("last_page needs first_page")
-            if first_page is not None and offset:
-                raise ToolError("give either pages or an offset, not both")
-            with _tool_errors():
-                if chunk_id is not None:
-                    passage = await kb.passage(chunk_id, before=before, after=after)
-                    known_end = None
-                elif first_page is not None:
-                    passage = await kb.pages(document, first_page, last_page)
-                    known_end = None
-                else:
-                    # Enough text for the limit, and the document's length to tell if more is left.
-                    passage = await kb.excerpt(document, offset, offset + budget)
-                    known_end = (await kb.document(document, text=False)).characters
-                payload = _passage(passage)
-                end = passage.char_end
-                if len(_dumps(payload)) > budget or (known_end is not None and end < known_end):
-                    probe = {**payload, "truncated": True, "limit_chars": budget,
-                             "next_offset": passage.char_end}
-                    keep = _text_that_fits(probe, budget)
-                    if keep < len(passage.text):
-                        passage = await kb.excerpt(passage.document_id, passage.char_start,
-                                                   passage.char_start + keep)
-                    payload = {**_passage(passage), "truncated": True, "limit_chars": budget,
-                               "next_offset": passage.char_end}
-            return _answer(payload)
+    @server.tool(annotations=_READ_ONLY, description=_READ_TOOL.format(budget=budget))
+    async def read(
+        chunk_id: Annotated[str | None, Field(
+            description="A hit's chunk_id: read that passage with its neighbours")] = None,
+        before: Annotated[int, Field(ge=0, le=20, description="With chunk_id: passages "
+                                                              "before it")] = 1,
+        after: Annotated[int, Field(ge=0, le=20, description="With chunk_id: passages "
+                                                             "after it")] = 1,
+        document: Annotated[str | None, Field(
+            description="A document_id, or a document's source (path or name)")] = None,
+        first_page: Annotated[int | None, Field(
+            ge=1, description="With document: the first page to read (from 1)")] = None,
+        last_page: Annotated[int | None, Field(
+            ge=1, description="With document and first_page: the last page (inclusive; "
+                              "default first_page)")] = None,
+        offset: Annotated[int, Field(
+            ge=0, description="With document and no pages: the character to start at")] = 0,
+    ) -> CallToolResult:
+        if (chunk_id is None) == (document is None):
+            raise ToolError("give either chunk_id (from a search hit) or document")
+        if chunk_id is not None and (first_page is not None or last_page is not None
+                                     or offset):
+            raise ToolError("first_page, last_page and offset go with document, not chunk_id")
+        if last_page is not None and first_page is None:
+            raise ToolError("last_page needs first_page")
+        if first_page is not None and offset:
+            raise ToolError("give either pages or an offset, not both")
+        with _tool_errors():
+            if chunk_id is not None:
+                passage = await kb.passage(chunk_id, before=before, after=after)
+                known_end = None
+            elif first_page is not None:
+                passage = await kb.pages(document, first_page, last_page)
+                known_end = None
+            else:
+                # Enough text for the limit, and the document's length to tell if more is left.
+                passage = await kb.excerpt(document, offset, offset + budget)
+                known_end = (await kb.document(document, text=False)).characters
+            payload = _passage(passage)
+            end = passage.char_end
+            if len(_dumps(payload)) > budget or (known_end is not None and end < known_end):
+                probe = {**payload, "truncated": True, "limit_chars": budget,
+                         "next_offset": passage.char_end}
+                keep = _text_that_fits(probe, budget)
+                if keep < len(passage.text):
+                    passage = await kb.excerpt(passage.document_id, passage.char_start,
+                                               passage.char_start + keep)
+                payload = {**_passage(passage), "truncated": True, "limit_chars": budget,
+                           "next_offset": passage.char_end}
+        return _answer(payload)
 
 
 def _add_list_notebooks(server: _Server, kb: KnowledgeBase, budget: int) -> None:
-        @server.tool(annotations=_READ_ONLY, description=_LIST_NOTEBOOKS_TOOL.format(budget=budget))
-        async def list_notebooks() -> CallToolResult:
-            with _tool_errors():
-                notebooks = await kb.notebooks.list_notebooks()
-            payload = {"count": len(notebooks), "notebooks": [_notebook(nb) for nb in notebooks]}
-            return _answer(_fit_list(payload, "notebooks", budget, "omitted_notebooks"))
+    @server.tool(annotations=_READ_ONLY, description=_LIST_NOTEBOOKS_TOOL.format(budget=budget))
+    async def list_notebooks() -> CallToolResult:
+        with _tool_errors():
+            notebooks = await kb.notebooks.list_notebooks()
+        payload = {"count": len(notebooks), "notebooks": [_notebook(nb) for nb in notebooks]}
+        return _answer(_fit_list(payload, "notebooks", budget, "omitted_notebooks"))
 
 
 def _add_list_sources(server: _Server, kb: KnowledgeBase, budget: int) -> None:
-        @server.tool(annotations=_READ_ONLY, description=_LIST_SOURCES_TOOL.format(budget=budget))
-        async def list_sources(
-            notebook: Annotated[str | None, Field(
-                description="Only sources in this notebook (its name or id)")] = None,
-            offset: Annotated[int, Field(ge=0, description="How many documents to skip")] = 0,
-            limit: Annotated[int, Field(ge=1, le=200, description="Most documents to list")
-                             ] = 20,
-        ) -> CallToolResult:
-            with _tool_errors():
-                documents = await kb.documents(offset=offset, limit=limit, notebook=notebook)
-                total = await kb.count_documents(notebook=notebook)
-                names = {id_text(nb.id): nb.name for nb in await kb.notebooks.list_notebooks()} \
-                    if any(d.notebooks for d in documents) else {}
-            payload: dict[str, Any] = {
-                "total": total, "offset": offset, "count": len(documents),
-                "documents": [_document(d, names) for d in documents]}
-            payload = _fit_list(payload, "documents", budget, "omitted_documents")
-            payload["count"] = len(payload["documents"])
-            if offset + payload["count"] < total:
-                payload["next_offset"] = offset + payload["count"]
-            return _answer(payload)
+    @server.tool(annotations=_READ_ONLY, description=_LIST_SOURCES_TOOL.format(budget=budget))
+    async def list_sources(
+        notebook: Annotated[str | None, Field(
+            description="Only sources in this notebook (its name or id)")] = None,
+        offset: Annotated[int, Field(ge=0, description="How many documents to skip")] = 0,
+        limit: Annotated[int, Field(ge=1, le=200, description="Most documents to list")
+                         ] = 20,
+    ) -> CallToolResult:
+        with _tool_errors():
+            documents = await kb.documents(offset=offset, limit=limit, notebook=notebook)
+            total = await kb.count_documents(notebook=notebook)
+            names = {id_text(nb.id): nb.name for nb in await kb.notebooks.list_notebooks()} \
+                if any(d.notebooks for d in documents) else {}
+        payload: dict[str, Any] = {
+            "total": total, "offset": offset, "count": len(documents),
+            "documents": [_document(d, names) for d in documents]}
+        payload = _fit_list(payload, "documents", budget, "omitted_documents")
+        payload["count"] = len(payload["documents"])
+        if offset + payload["count"] < total:
+            payload["next_offset"] = offset + payload["count"]
+        return _answer(payload)
 
 
 def _add_stats(server: _Server, kb: KnowledgeBase, budget: int) -> None:
-        @server.tool(annotations=_READ_ONLY, description=_STATS_TOOL)
-        async def stats() -> CallToolResult:
-            with _tool_errors():
-                result = await kb.stats()
-            return _answer(result.to_dict())
+    @server.tool(annotations=_READ_ONLY, description=_STATS_TOOL)
+    async def stats() -> CallToolResult:
+        with _tool_errors():
+            result = await kb.stats()
+        return _answer(result.to_dict())
+
+
+def _add_ask(server: _Server, kb: KnowledgeBase, budget: int) -> None:
+    @server.tool(annotations=_READ_ONLY, description=_ASK_TOOL.format(budget=budget))
+    async def ask(
+        question: Annotated[str, Field(min_length=1, description="The question")],
+        notebook: Annotated[str | None, Field(
+            description="Only passages of this notebook (its name or id)")] = None,
+        passages: Annotated[int | None, Field(
+            ge=1, le=20, description="Passages given to the model (default 8)")] = None,
+    ) -> CallToolResult:
+        with _tool_errors():
+            result = await kb.ask(SearchRequest(
+                question, notebook=notebook,
+                limit=passages or kb.settings.ask_passages))
+        payload = result.to_dict()
+        payload.pop("passages")  # the citations say where; `read` gives the text
+        return _answer(payload)
 
 
 def _add_add_text(server: _Server, kb: KnowledgeBase, budget: int) -> None:
-            @server.tool(annotations=_WRITES, description=_ADD_TEXT_TOOL)
-            async def add_text(
-                source: Annotated[str, Field(min_length=1, description=(
-                    "The source name the text is stored and cited under (e.g. note://x)"))],
-                text: Annotated[str, Field(min_length=1, description="The text to add")],
-                notebook: Annotated[str | None, Field(
-                    description="Put the text in this notebook (name or id)")] = None,
-                create_notebook: Annotated[bool, Field(
-                    description="Create the notebook when there is none of that name")] = False,
-                mime_type: Annotated[Literal["text/plain", "text/markdown"], Field(
-                    description="How the text is written")] = "text/plain",
-            ) -> CallToolResult:
-                with _tool_errors():
-                    nb = await _notebook_for_writing(kb, notebook, create_notebook)
-                    report = await kb.ingest_texts({source: text}, mime_type=mime_type)
-                    (result,) = report.results
-                    if result.status in ("failed", "empty"):
-                        raise ToolError(f"{source}: {result.status}: {result.reason or 'no text'}")
-                    if nb is not None and result.document_id:
-                        await kb.notebooks.file_documents([result.document_id], nb)
-                payload = {"source": result.source, "status": result.status,
-                           "document_id": result.document_id, "chunks": result.chunks,
-                           "notebook": nb.name if nb else None}
-                return _answer(payload)
+    @server.tool(annotations=_WRITES, description=_ADD_TEXT_TOOL)
+    async def add_text(
+        source: Annotated[str, Field(min_length=1, description=(
+            "The source name the text is stored and cited under (e.g. note://x)"))],
+        text: Annotated[str, Field(min_length=1, description="The text to add")],
+        notebook: Annotated[str | None, Field(
+            description="Put the text in this notebook (name or id)")] = None,
+        create_notebook: Annotated[bool, Field(
+            description="Create the notebook when there is none of that name")] = False,
+        mime_type: Annotated[Literal["text/plain", "text/markdown"], Field(
+            description="How the text is written")] = "text/plain",
+    ) -> CallToolResult:
+        with _tool_errors():
+            nb = await _notebook_for_writing(kb, notebook, create_notebook)
+            report = await kb.ingest_texts({source: text}, mime_type=mime_type)
+            (result,) = report.results
+            if result.status in ("failed", "empty"):
+                raise ToolError(f"{source}: {result.status}: {result.reason or 'no text'}")
+            if nb is not None and result.document_id:
+                await kb.notebooks.file_documents([result.document_id], nb)
+        payload = {"source": result.source, "status": result.status,
+                   "document_id": result.document_id, "chunks": result.chunks,
+                   "notebook": nb.name if nb else None}
+        return _answer(payload)
 
 
 def _add_ingest_path(server: _Server, kb: KnowledgeBase, budget: int) -> None:
-            @server.tool(annotations=_WRITES, description=_INGEST_PATH_TOOL.format(budget=budget))
-            async def ingest_path(
-                paths: Annotated[list[str], Field(min_length=1, description=(
-                    "Files and folders on the server's disk"))],
-                glob: Annotated[str, Field(description="Pattern for files inside folders")
-                                ] = "**/*",
-                notebook: Annotated[str | None, Field(
-                    description="Put the ingested sources in this notebook (name or id)")] = None,
-                create_notebook: Annotated[bool, Field(
-                    description="Create the notebook when there is none of that name")] = False,
-                force: Annotated[bool, Field(description="Re-extract unchanged files too")
-                                 ] = False,
-            ) -> CallToolResult:
-                with _tool_errors():
-                    nb = await _notebook_for_writing(kb, notebook, create_notebook)
-                    if nb is not None:
-                        report = await kb.notebooks.add_paths(nb, paths, glob=glob, force=force)
-                    else:
-                        report = await kb.ingest(paths, glob=glob, force=force)
-                payload = {**_report(report), "notebook": nb.name if nb else None}
-                return _answer(_fit_list(payload, "results", budget, "omitted_results"))
+    @server.tool(annotations=_WRITES, description=_INGEST_PATH_TOOL.format(budget=budget))
+    async def ingest_path(
+        paths: Annotated[list[str], Field(min_length=1, description=(
+            "Files and folders on the server's disk"))],
+        glob: Annotated[str, Field(description="Pattern for files inside folders")
+                        ] = "**/*",
+        notebook: Annotated[str | None, Field(
+            description="Put the ingested sources in this notebook (name or id)")] = None,
+        create_notebook: Annotated[bool, Field(
+            description="Create the notebook when there is none of that name")] = False,
+        force: Annotated[bool, Field(description="Re-extract unchanged files too")
+                         ] = False,
+    ) -> CallToolResult:
+        with _tool_errors():
+            nb = await _notebook_for_writing(kb, notebook, create_notebook)
+            if nb is not None:
+                report = await kb.notebooks.add_paths(nb, paths, glob=glob, force=force)
+            else:
+                report = await kb.ingest(paths, glob=glob, force=force)
+        payload = {**_report(report), "notebook": nb.name if nb else None}
+        return _answer(_fit_list(payload, "results", budget, "omitted_results"))
 
 
 async def _notebook_for_writing(kb: KnowledgeBase, ref: str | None,
