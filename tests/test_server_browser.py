@@ -464,8 +464,10 @@ def test_page_asks_and_opens_a_citation(tmp_path: Path, browser: Any,
 
             # the conversation is listed; opened, its turns show; deleted, it is gone
             d.set_window_size(1280, 900)
-            chats = until(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#chats li[data-id]"))
-            assert "2 questions" in chats[0].text
+            # the list is loaded again once the answer (and so the turn) is complete
+            chats = until(d, lambda d: [li for li in d.find_elements(
+                By.CSS_SELECTOR, "#chats li[data-id]")
+                if "2 questions" in (li.get_attribute("textContent") or "")])
             chats[0].find_element(By.CSS_SELECTOR, ".doc").click()
             until(d, lambda d: "And its legs?" in d.find_element(By.ID, "turns").text)
             d.execute_script("window.confirm = () => true;")

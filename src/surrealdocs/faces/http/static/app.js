@@ -280,7 +280,7 @@
             text += value;
             renderAnswerText(text, passages);
           } else if (kind === "answer") {
-            showAnswer(value);
+            showAnswer(value, body.session);
           } else if (kind === "error") {
             throw new Error(value.message);
           }
@@ -300,8 +300,11 @@
       el("div", { class: "q", text: t.question }), el("div", { class: "a", text: t.answer }))));
   }
 
-  function showAnswer(result) {
-    if (state.session) { state.lastTurn = { question: state.asked, answer: result.answer }; loadChats(); }
+  function showAnswer(result, session) {
+    if (session) {  // the turn is kept: the list shows it (also if a new conversation began)
+      if (state.session === session) state.lastTurn = { question: state.asked, answer: result.answer };
+      loadChats();
+    }
     state.hits = result.passages;
     renderAnswerText(result.answer, result.passages);
     const sources = $("#answer-sources");
