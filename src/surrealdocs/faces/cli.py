@@ -443,9 +443,19 @@ def _sync_and_watch(store: StoreOptions, paths: list[Path], glob: str, notebook:
 
     async def follow(kb: KnowledgeBase) -> None:
         nb = await _sync_notebook(kb, notebook, dry_run=False)
-        stop = asyncio.Event()  # SIGTERM stops as Ctrl-C does, once the pass at hand is done
+        # Ctrl-C and SIGTERM stop the watch once the pass at hand is done, and the store is
+        # closed as after any command (an interrupt in the middle of the engine's work could
+        # leave its close waiting); a second Ctrl-C interrupts at once.
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def interrupted() -> None:
+            stop.set()
+            loop.remove_signal_handler(signal.SIGINT)
+
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+            loop.add_signal_handler(signal.SIGTERM, stop.set)
+            loop.add_signal_handler(signal.SIGINT, interrupted)
         await kb.watch(paths, glob=glob, notebook=nb, settle=settle, on_pass=log.first,
                        on_changes=log.on_changes, stop=stop)
 
@@ -453,7 +463,8 @@ def _sync_and_watch(store: StoreOptions, paths: list[Path], glob: str, notebook:
         with status if status is not None else contextlib.nullcontext():
             _with_kb(store, follow, create=True)
     except KeyboardInterrupt:
-        err_console.print("stopped")
+        pass
+    err_console.print("stopped")
     raise typer.Exit(0)
 
 
