@@ -79,8 +79,9 @@ async def _agrees(kb: KnowledgeBase, *, scanned: bool = True) -> None:
 
 @pytest.fixture
 def small_settings() -> Settings:
+    # the whole ranking is compared with a brute force: no default cut-off
     return Settings(db="mem://", model="hashing-64", chunk_size=60, chunk_overlap=0,
-                    insert_batch_size=5)
+                    insert_batch_size=5, relevance_sigmas=0)
 
 
 @pytest.mark.parametrize("distance", ["COSINE", "EUCLIDEAN"])

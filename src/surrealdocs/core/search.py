@@ -21,6 +21,8 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..config import FUSIONS, Settings
 from ..embed import EmbeddingRunner
 from ..errors import ConfigurationError, DimensionMismatchError
@@ -72,6 +74,9 @@ def query_words(text: str) -> list[str]:
 
 def query_terms(text: str) -> str:
     return " ".join(query_words(text))
+
+
+MIN_BACKGROUND = 100  # fewer chunks than this say too little of what unrelated ones score
 
 
 class Searcher:
@@ -144,6 +149,8 @@ class Searcher:
             text_first = None
             vector = None if mode == "text" else await self._query_vector(text, query_vector)
 
+        floor = None if vector is None else await self._vector_floor(vector)
+
         async def run(careful: bool) -> list[Hit]:
             if mode == "text":
                 hits = await self._leg_text(text, limit, filters, per_document, careful)
@@ -160,8 +167,11 @@ class Searcher:
                     text_hits, vector_hits = await asyncio.gather(
                         self._leg_text(text, depth, filters, per_document, careful),
                         self._leg_vector(vector, depth, filters, per_document, careful))
-                hits = fuse(text_hits, vector_hits, limit=limit, method=fusion, k=k,
-                            weights=weights, per_document=per_document)
+                hits = fuse(text_hits, vector_hits, limit=len(text_hits) + len(vector_hits),
+                            method=fusion, k=k, weights=weights, per_document=per_document)
+            if floor is not None:  # the default cut-off (Settings.relevance_sigmas)
+                hits = [h for h in hits if h.text_rank is not None
+                        or (h.vector_score is not None and h.vector_score >= floor)]
             if min_score is not None:
                 hits = [h for h in hits if h.score >= min_score]
             return hits[:limit]
@@ -272,6 +282,22 @@ class Searcher:
         for rank, hit in enumerate(hits, 1):
             hit.vector_rank, hit.vector_score = rank, hit.score
         return hits
+
+    async def _vector_floor(self, vector: list[float]) -> float | None:
+        """The similarity a hit only the vector leg found must reach to be shown: the
+        query's mean similarity to a sample of the store's chunks plus
+        ``relevance_sigmas`` standard deviations. ``None``: no cut-off (turned off, or the
+        store cannot say: too few chunks, no text index, a distance it does not scan)."""
+        sigmas = self.settings.relevance_sigmas
+        if not sigmas or not self.settings.chunked:
+            return None
+        distances = await self.storage.chunks.legs.background(vector)
+        if distances is None or len(distances) < MIN_BACKGROUND:
+            return None
+        distance = np.asarray(distances, dtype=np.float64)
+        similarity = (np.maximum(0.0, 1.0 - distance)  # as _similarity gives them
+                      if self.settings.hnsw_distance == "COSINE" else 1.0 / (1.0 + distance))
+        return float(similarity.mean() + sigmas * similarity.std())
 
     def _similarity(self, distance: float) -> float:
         """0-1, higher is nearer: the cosine similarity (below 0 counts as 0), or

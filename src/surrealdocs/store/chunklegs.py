@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import numpy as np
 from surrealdb import RecordID
 
 from ..config import Settings
@@ -155,6 +156,17 @@ class LegQueries:
             {**params, "v": vector},
         )
         return [r for r in rows or [] if r.get("distance") is not None]
+
+    async def background(self, vector: list[float]) -> np.ndarray | None:
+        """The distances (as :meth:`vector_rows` gives them) of ``vector`` to a fixed sample
+        of the live chunks, or ``None`` where the text index cannot say (see
+        :meth:`TextIndex.background`)."""
+        if self.text is None:
+            return None
+        scores = await self.text.background(vector)
+        if scores is None:
+            return None
+        return 1.0 - scores if self.settings.hnsw_distance == "COSINE" else -scores  # distance_of
 
     async def total(self) -> int:
         """How many chunks there are (known for a minute at a time)."""

@@ -56,6 +56,7 @@ from .segmentvectors import (
     PARTS_PER_STATEMENT,
     SCAN_MAX_BYTES,
     SCANNED_DISTANCES,
+    VectorSet,
     part_bytes,
     part_records,
 )
@@ -82,7 +83,7 @@ from .textsegments import (
     bytes_of,
     new_segment_key,
 )
-from .textvectors import SegmentVectors, scan
+from .textvectors import SegmentVectors, background, scan
 
 
 class TextIndex:
@@ -384,15 +385,33 @@ class TextIndex:
 
     async def _nearest(self, vector: Sequence[float], distance: str) -> Ranked | None:
         view = await self._view()
+        sets = await self._scannable(view, len(vector))
+        return None if sets is None else scan(view, sets, vector, distance)
+
+    async def _scannable(self, view: View, dimension: int) -> dict[str, VectorSet] | None:
         if any(s.vectors is None for s in view.segments):
             return None
         carrying = [s for s in view.segments if s.vectors]
-        if sum(s.n for s in carrying) * len(vector) * 4 > SCAN_MAX_BYTES:
+        if sum(s.n for s in carrying) * dimension * 4 > SCAN_MAX_BYTES:
             return None
         sets = await self.vectors.of(carrying)
-        if any(v.dimension != len(vector) for v in sets.values()):
+        if any(v.dimension != dimension for v in sets.values()):
             return None
-        return scan(view, sets, vector, distance)
+        return sets
+
+    async def background(self, vector: Sequence[float]) -> np.ndarray | None:
+        """The scores (as :meth:`nearest` gives them) of ``vector`` against a fixed sample
+        of the live chunks: how a chunk unrelated to the query scores, in this store. ``None``
+        where :meth:`nearest` cannot answer."""
+        distance = self.settings.hnsw_distance
+        if self.vector_table is None or distance not in SCANNED_DISTANCES:
+            return None
+
+        async def read() -> np.ndarray | None:
+            view = await self._view()
+            sets = await self._scannable(view, len(vector))
+            return None if sets is None else background(view, sets, vector, distance)
+        return await self._retrying(read)
 
     async def live_vectors(self) -> dict[str, list[float]]:
         """Every live chunk's vector as the index holds it (for checks)."""

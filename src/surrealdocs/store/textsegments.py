@@ -34,6 +34,7 @@ EXPUNGE_DEAD_RATIO = 0.2  # a segment with more dead chunks is rewritten alone
 LEASE_SECONDS = 300
 CACHE_BYTES = 256 * 1024 * 1024
 RANKED_CACHE = 8  # rankings of recent searches, while nothing changes
+BACKGROUND_ROWS = 4096  # live vectors sampled per view: a query's similarity to the store
 POSTINGS_CACHE_BYTES = 128 * 1024 * 1024  # terms' postings gathered over the live view
 REBUILD_PAGE = 5_000
 STALE = "surrealdocs: text segments changed"
@@ -353,6 +354,7 @@ class View:
     postings_bytes: int = 0
     moved: dict[tuple[str, int], Any] = field(default_factory=dict)  # (segment, ordinal)
     stamp: int = -1  # the store's changes when it was read
+    background: VectorSet | None = None  # a sample of the live vectors, drawn once
 
     @property
     def documents_known(self) -> bool:

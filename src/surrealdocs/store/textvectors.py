@@ -18,6 +18,7 @@ from .segmentvectors import (
     decode_part,
 )
 from .textsegments import (
+    BACKGROUND_ROWS,
     MissingRecord,
     Ranked,
     Segment,
@@ -99,3 +100,34 @@ def scan(view: View, sets: dict[str, VectorSet], vector: Sequence[float],
     if not ordinals:
         return Ranked()
     return Ranked(view, np.concatenate(ordinals), np.concatenate(scores))
+
+
+def background(view: View, sets: dict[str, VectorSet], vector: Sequence[float],
+               distance: str) -> np.ndarray:
+    """The scores (as :func:`scan` gives them) of ``vector`` against a fixed sample of the
+    live chunks, spread evenly over the segments: what chunks unrelated to the query score.
+    The sample is drawn once per view (at most :data:`BACKGROUND_ROWS` rows)."""
+    if view.background is None:
+        live = []
+        for s in view.segments:
+            found = sets.get(s.key)
+            if found is None:
+                continue
+            valid = found.has
+            dead = view.dead.get(s.key)
+            if dead is not None:
+                valid = valid & ~dead
+            live.append((found, np.flatnonzero(valid)))
+        total = sum(len(picked) for _, picked in live)
+        stride = max(1, -(-total // BACKGROUND_ROWS))
+        parts = [found.take(picked[::stride]) for found, picked in live if len(picked)]
+        view.background = VectorSet.concatenate(parts) if parts else None
+    if view.background is None:
+        return np.zeros(0)
+    query = np.asarray(vector, dtype=np.float32)
+    if distance == "COSINE":
+        norm = float(np.linalg.norm(query))
+        if norm == 0.0:
+            return np.zeros(0)
+        query = query / norm
+    return view.background.scores(query, distance)
