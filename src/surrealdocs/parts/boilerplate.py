@@ -59,15 +59,18 @@ def running_lines(content: str, page_starts: Sequence[Sequence[int]] | None
                      if len(content[a:b].strip()) <= MAX_LINE_CHARS})
     needed = max(MIN_PAGES, (len(pages) + 1) // 2)
     running = {key for key, n in seen.items() if n >= needed and key}
+    if not running:
+        return []
+    # every short line's key, once (the long ones are paragraphs)
+    keys = {(a, b): _key(content[a:b]) for lines in pages for a, b in lines
+            if len(content[a:b].strip()) <= MAX_LINE_CHARS}
     # a header stands once on a page: a line of that shape standing many times a page
     # is the text's own (numbered lines, table rows)
-    everywhere = Counter(_key(content[a:b]) for lines in pages for a, b in lines)
+    everywhere = Counter(key for key in keys.values() if key in running)
     running = {key for key in running if everywhere[key] <= 2 * seen[key]}
     # found at the pages' edges; removed wherever they stand (a PDF's text may put a
     # header after a footnote)
-    return sorted((a, b) for lines in pages for a, b in lines
-                  if len(content[a:b].strip()) <= MAX_LINE_CHARS
-                  and _key(content[a:b]) in running)
+    return sorted(span for span, key in keys.items() if key in running)
 
 
 def texts_of(content: str, spans: Sequence[tuple[int, int]]) -> list[str]:

@@ -407,7 +407,7 @@ async def _extract_data(data: bytes, claimed: str | None, source: str, settings:
     if html and isinstance(outcome, Extracted):
         outcome = await asyncio.to_thread(_check_html_text, outcome, payload)
     if isinstance(outcome, Extracted) and settings.chunked and settings.strip_running_lines:
-        spans = running_lines(outcome.content, outcome.page_starts)
+        spans = await asyncio.to_thread(running_lines, outcome.content, outcome.page_starts)
         if spans:  # chunked again, between them
             outcome.metadata["running_lines"] = texts_of(outcome.content, spans)
             outcome = await asyncio.to_thread(_rechunk, outcome, settings, spans)
