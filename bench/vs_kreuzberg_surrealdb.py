@@ -20,6 +20,11 @@ same engine (SurrealDB 3.2.4 embedded), BM25 only (no embeddings), over the same
 - ``cli``: ``surrealdocs ingest DIR`` twice with ``SURREALDOCS_EMBED=false`` on a file store
   (the CLI's path: discovery, concurrency, a progress bar).
 
+With ``--batch-from RESULTS.json`` (a run of the legs above) it times instead one call for
+all the files both read, as a user ingests a folder: the original's ``ingest_files`` (a
+loop, one file after the other) against ``KnowledgeBase.ingest`` (extraction of the next
+files while the last are written), each in its own process, alternated ``--rounds`` times.
+
 Per file it records the outcome, seconds and chunks stored (counted after the timing), so
 the first pass is compared on the files from which the original got text. The files it
 got no text from (scanned PDFs, which surrealdocs OCRs), and those only surrealdocs reads,
@@ -108,6 +113,43 @@ async def run_pipeline(module: str, files: list[Path]) -> dict[str, Any]:
     return {"passes": passes, "documents": await count_rows(db, "documents")}
 
 
+async def run_batch(module: str, files: list[Path]) -> dict[str, Any]:
+    """One call for all ``files``, as a user ingests a folder: the original's (and the
+    facade's) ``ingest_files``, surrealdocs' ``KnowledgeBase.ingest``."""
+    if module == "surrealdocs":
+        from surrealdocs import KnowledgeBase, Settings
+
+        kb = await KnowledgeBase.open(settings=Settings.from_env(db="mem://", embed=False))
+        db = kb.store.client
+        started = time.perf_counter()
+        report = await kb.ingest(files)
+        seconds = time.perf_counter() - started
+        failed = [r.source for r in report.results if r.status == "failed"]
+    else:
+        from surrealdb import AsyncSurreal
+
+        api = __import__(module, fromlist=["DocumentPipeline"])
+        db = AsyncSurreal("mem://")
+        await db.connect()
+        await db.use("bench", "bench")
+        pipeline = api.DocumentPipeline(db=db, embed=False)
+        await pipeline.setup_schema()
+        started = time.perf_counter()
+        await pipeline.ingest_files([str(p) for p in files])
+        seconds = time.perf_counter() - started
+        failed = []
+    return {"seconds": seconds, "failed": failed, "chunks": await count_rows(db, "chunks"),
+            "documents": await count_rows(db, "documents")}
+
+
+def both_read(results: dict[str, Any]) -> list[str]:
+    """The files from which the original and surrealdocs' library both got text."""
+    first_o = results["original"]["passes"][0]["files"]
+    first_l = results["library"]["passes"][0]["files"]
+    return [f for f in first_o if first_o[f]["outcome"] == "ok" and first_o[f]["chunks"] > 0
+            and first_l.get(f, {}).get("outcome") == "ok"]
+
+
 def run_cli(files_dir: Path, surrealdocs: str) -> dict[str, Any]:
     store = Path(tempfile.mkdtemp(prefix="kzs-cli-")) / "kb"
     env = {**os.environ, "SURREALDOCS_EMBED": "false"}
@@ -126,17 +168,19 @@ def run_cli(files_dir: Path, surrealdocs: str) -> dict[str, Any]:
 
 def leg_main(args: argparse.Namespace) -> None:
     files = [Path(line) for line in Path(args.files).read_text().splitlines() if line]
-    result = asyncio.run(run_pipeline(args.module, files))
+    run = run_batch if args.batch else run_pipeline
+    result = asyncio.run(run(args.module, files))
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     Path(args.leg_out).write_text(json.dumps(result))
     sys.stdout.flush()
     os._exit(0)  # the embedded engine can abort while the interpreter tears down
 
 
-def run_leg(python: str, module: str, files_list: Path) -> dict[str, Any]:
+def run_leg(python: str, module: str, files_list: Path,
+            batch: bool = False) -> dict[str, Any]:
     out = Path(tempfile.mkstemp(suffix=".json")[1])
     subprocess.run([python, __file__, "--leg", "--module", module, "--files", str(files_list),
-                    "--leg-out", str(out)], check=True)
+                    "--leg-out", str(out), *(["--batch"] if batch else [])], check=True)
     result: dict[str, Any] = json.loads(out.read_text())
     return result
 
@@ -177,6 +221,12 @@ def main() -> None:
     parser.add_argument("--module", help=argparse.SUPPRESS)
     parser.add_argument("--files", help=argparse.SUPPRESS)
     parser.add_argument("--leg-out", help=argparse.SUPPRESS)
+    parser.add_argument("--batch", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--batch-from", type=Path,
+                        help="a results file of an earlier run: time one ingest_files call of"
+                        " the original against one KnowledgeBase.ingest call, alternated,"
+                        " over the files both read (--rounds times)")
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--original-python", help="python of the venv with kreuzberg-surrealdb")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--legs", default="original,facade,library,cli")
@@ -184,6 +234,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.leg:
         leg_main(args)
+        return
+    if args.batch_from:
+        batch_main(args)
         return
     files = corpus_files(args.corpus)
     files_list = Path(tempfile.mkstemp(suffix=".txt")[1])
@@ -228,6 +281,26 @@ def main() -> None:
             print(name, json.dumps(results[name], indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
+
+
+def batch_main(args: argparse.Namespace) -> None:
+    if not args.original_python:
+        raise SystemExit("--original-python is needed")
+    files = both_read(json.loads(args.batch_from.read_text()))
+    files_list = Path(tempfile.mkstemp(suffix=".txt")[1])
+    files_list.write_text("\n".join(files))
+    rounds = []
+    for _ in range(args.rounds):  # alternated: load on the machine falls on both alike
+        original = run_leg(args.original_python, "kreuzberg_surrealdb", files_list, batch=True)
+        library = run_leg(sys.executable, "surrealdocs", files_list, batch=True)
+        rounds.append({"original": original, "library": library,
+                       "speedup": round(original["seconds"] / library["seconds"], 2)})
+        print(f"{len(files)} files: original ingest_files {original['seconds']:.1f} s"
+              f" ({original['chunks']} chunks), KnowledgeBase.ingest {library['seconds']:.1f} s"
+              f" ({library['chunks']} chunks, {len(library['failed'])} failed):"
+              f" {rounds[-1]['speedup']}x", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"files": files, "rounds": rounds}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
