@@ -76,8 +76,10 @@ def table(report: dict[str, Any]) -> str:
         ours = {
             "text": f"**surrealdocs** BM25({s['bm25_k1']}, {s['bm25_b']}), chunks of"
                     f" {s['chunk_size']} chars, best chunk per document",
-            "vector": f"**surrealdocs** {s['model']} (int8 ONNX), HNSW M {s['hnsw_m']}"
-                      f" EFC {s['hnsw_efc']} ef {s['hnsw_ef']}, {s['vector_index']}",
+            "vector": f"**surrealdocs** {s['model']} (int8 ONNX), "
+                      + (s["vector_index"] if s["vector_index"].startswith("exact") else
+                         f"HNSW M {s['hnsw_m']} EFC {s['hnsw_efc']} ef {s['hnsw_ef']},"
+                         f" {s['vector_index']}"),
             "hybrid": f"**surrealdocs** {fusion_label(s)} of {s['hybrid_candidates']}"
                       " documents per leg",
         }[mode]

@@ -142,7 +142,12 @@ async def test_evaluate_end_to_end(tmp_path: Path) -> None:
         assert all(0.0 <= v <= 1.0 for v in r.metrics.values())
         assert r.seconds >= 0 and r.queries == 4
     assert report.settings["model"] == "hashing-64"
-    assert report.settings["vector_index"] == "graph + 5 pending (exact scan)"
+    # what the vector leg used: the text index's codes; the graph with the engine's index
+    assert report.settings["vector_index"] == "exact scan of int8 codes"
+    assert report.settings["relevance_sigmas"] == 2.0
+    engine = await evaluate(root, settings=Settings(db="mem://", model="hashing-64",
+                                                    text_index="engine"), modes=["vector"])
+    assert engine.settings["vector_index"] == "graph + 5 pending (exact scan)"
 
 
 async def test_evaluate_reuses_a_store_of_the_dataset_only(tmp_path: Path) -> None:

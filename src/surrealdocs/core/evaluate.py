@@ -276,13 +276,17 @@ async def evaluate(dataset: str | Path | Dataset, *, settings: Settings | None =
                               "bm25_max_df", "bm25_min_terms", "bm25_max_df_floor",
                               "analyzer_language",
                               "fit_chunks", "hnsw_m", "hnsw_efc", "hnsw_ef", "hybrid_fusion",
-                              "hybrid_candidates", "rrf_k", "text_weight", "vector_weight")}
+                              "hybrid_candidates", "rrf_k", "text_weight", "vector_weight",
+                              "relevance_sigmas")}
         described["model"] = embedder.name
         described.update({k: v for k, v in options.items()
                           if isinstance(v, (str, int, float, bool))})
-        described["vector_index"] = (
-            "graph" if stats.vectors_outside_graph == 0
-            else f"graph + {stats.vectors_outside_graph} pending (exact scan)")
+        if await kb.storage.chunks.legs.scanned(embedder.dimension):
+            described["vector_index"] = "exact scan of int8 codes"
+        else:
+            described["vector_index"] = (
+                "graph" if stats.vectors_outside_graph == 0
+                else f"graph + {stats.vectors_outside_graph} pending (exact scan)")
         return EvalReport(
             dataset=data.name, split=data.split, documents=len(data.corpus),
             queries=len(data.queries), chunks=stats.chunks, ingest_seconds=ingest_seconds,

@@ -1347,9 +1347,12 @@ def _print_eval(reports: list[Any], split: str) -> None:
         console.print(
             f"{escape(report.dataset) + ': ' if several else ''}"
             f"ingest {report.ingest_seconds:.1f} s · model {s['model']} · chunks"
-            f" {s['chunk_size']} chars · BM25({s['bm25_k1']}, {s['bm25_b']}) · HNSW M"
-            f" {s['hnsw_m']} EFC {s['hnsw_efc']} ef {s['hnsw_ef']} ({s['vector_index']}) ·"
-            f" hybrid {s['hybrid_fusion']} over {s['hybrid_candidates']} per leg")
+            f" {s['chunk_size']} chars · BM25({s['bm25_k1']}, {s['bm25_b']}) · vectors: "
+            + (s["vector_index"] if s["vector_index"].startswith("exact") else
+               f"HNSW M {s['hnsw_m']} EFC {s['hnsw_efc']} ef {s['hnsw_ef']}"
+               f" ({s['vector_index']})")
+            + f" · hybrid {s['hybrid_fusion']} over {s['hybrid_candidates']} per leg"
+            f" · cut-off {s.get('relevance_sigmas', 0):g} sd")
 
 
 def _compare_figures(before_file: Path, after_file: Path, datasets: list[Path] | None, *,

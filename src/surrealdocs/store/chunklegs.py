@@ -157,6 +157,11 @@ class LegQueries:
         )
         return [r for r in rows or [] if r.get("distance") is not None]
 
+    async def scanned(self, dimension: int) -> bool:
+        """Whether the vector leg scans the text index's int8 codes (outside notebook
+        scopes), rather than walking the HNSW graph."""
+        return self.text is not None and await self.text.scans(dimension)
+
     async def background(self, vector: list[float]) -> np.ndarray | None:
         """The distances (as :meth:`vector_rows` gives them) of ``vector`` to a fixed sample
         of the live chunks, or ``None`` where the text index cannot say (see

@@ -399,6 +399,16 @@ class TextIndex:
             return None
         return sets
 
+    async def scans(self, dimension: int) -> bool:
+        """Whether :meth:`nearest` answers (an exact scan of the segments' int8 codes) for
+        queries of ``dimension``, rather than the HNSW graph."""
+        if self.vector_table is None or self.settings.hnsw_distance not in SCANNED_DISTANCES:
+            return False
+
+        async def read() -> bool:
+            return await self._scannable(await self._view(), dimension) is not None
+        return await self._retrying(read)
+
     async def background(self, vector: Sequence[float]) -> np.ndarray | None:
         """The scores (as :meth:`nearest` gives them) of ``vector`` against a fixed sample
         of the live chunks: how a chunk unrelated to the query scores, in this store. ``None``
