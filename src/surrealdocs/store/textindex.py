@@ -83,7 +83,7 @@ from .textsegments import (
     bytes_of,
     new_segment_key,
 )
-from .textvectors import SegmentVectors, background, scan
+from .textvectors import SegmentVectors, background, held, scan
 
 
 class TextIndex:
@@ -379,65 +379,45 @@ class TextIndex:
         (until the index is rebuilt), a distance it does not compute, or more vectors than
         :data:`SCAN_MAX_BYTES`."""
         distance = self.settings.hnsw_distance
-        if self.vector_table is None or distance not in SCANNED_DISTANCES:
-            return None
-        return await self._retrying(lambda: self._nearest(vector, distance))
-
-    async def _nearest(self, vector: Sequence[float], distance: str) -> Ranked | None:
-        view = await self._view()
-        sets = await self._scannable(view, len(vector))
-        return None if sets is None else scan(view, sets, vector, distance)
-
-    async def _scannable(self, view: View, dimension: int) -> dict[str, VectorSet] | None:
-        if any(s.vectors is None for s in view.segments):
-            return None
-        carrying = [s for s in view.segments if s.vectors]
-        if sum(s.n for s in carrying) * dimension * 4 > SCAN_MAX_BYTES:
-            return None
-        sets = await self.vectors.of(carrying)
-        if any(v.dimension != dimension for v in sets.values()):
-            return None
-        return sets
-
-    async def scans(self, dimension: int) -> bool:
-        """Whether :meth:`nearest` answers (an exact scan of the segments' int8 codes) for
-        queries of ``dimension``, rather than the HNSW graph."""
-        if self.vector_table is None or self.settings.hnsw_distance not in SCANNED_DISTANCES:
-            return False
-
-        async def read() -> bool:
-            return await self._scannable(await self._view(), dimension) is not None
-        return await self._retrying(read)
+        return await self._scanning(len(vector),
+                                    lambda view, sets: scan(view, sets, vector, distance))
 
     async def background(self, vector: Sequence[float]) -> np.ndarray | None:
         """The scores (as :meth:`nearest` gives them) of ``vector`` against a fixed sample
         of the live chunks: how a chunk unrelated to the query scores, in this store. ``None``
         where :meth:`nearest` cannot answer."""
         distance = self.settings.hnsw_distance
-        if self.vector_table is None or distance not in SCANNED_DISTANCES:
+        return await self._scanning(len(vector),
+                                    lambda view, sets: background(view, sets, vector, distance))
+
+    async def scans(self, dimension: int) -> bool:
+        """Whether :meth:`nearest` answers for queries of ``dimension`` (else the graph)."""
+        return await self._scanning(dimension, lambda view, sets: True) is not None
+
+    async def _scanning(self, dimension: int,
+                        use: Callable[[View, dict[str, VectorSet]], T]) -> T | None:
+        """``use(view, vector sets)`` where a scan of queries of ``dimension`` can answer."""
+        if self.vector_table is None or self.settings.hnsw_distance not in SCANNED_DISTANCES:
             return None
 
-        async def read() -> np.ndarray | None:
+        async def read() -> T | None:
             view = await self._view()
-            sets = await self._scannable(view, len(vector))
-            return None if sets is None else background(view, sets, vector, distance)
+            if any(s.vectors is None for s in view.segments):
+                return None
+            carrying = [s for s in view.segments if s.vectors]
+            if sum(s.n for s in carrying) * dimension * 4 > SCAN_MAX_BYTES:
+                return None
+            sets = await self.vectors.of(carrying)
+            if any(v.dimension != dimension for v in sets.values()):
+                return None
+            return use(view, sets)
         return await self._retrying(read)
 
     async def live_vectors(self) -> dict[str, list[float]]:
         """Every live chunk's vector as the index holds it (for checks)."""
         async def read() -> dict[str, list[float]]:
             view = await self._view()
-            sets = await self.vectors.of([s for s in view.segments if s.vectors])
-            out: dict[str, list[float]] = {}
-            for s in view.segments:
-                found = sets.get(s.key)
-                if found is None:
-                    continue
-                dead = view.dead.get(s.key)
-                for ordinal, key in enumerate(view.maps[s.key].keys):
-                    if found.has[ordinal] and (dead is None or not dead[ordinal]):
-                        out[key] = found.vector(ordinal)
-            return out
+            return held(view, await self.vectors.of([s for s in view.segments if s.vectors]))
         return await self._retrying(read)
 
     # ----- statistics ------------------------------------------------------------------

@@ -131,3 +131,17 @@ def background(view: View, sets: dict[str, VectorSet], vector: Sequence[float],
             return np.zeros(0)
         query = query / norm
     return view.background.scores(query, distance)
+
+
+def held(view: View, sets: dict[str, VectorSet]) -> dict[str, list[float]]:
+    """Every live chunk's vector in ``sets``, by chunk key (for checks)."""
+    out: dict[str, list[float]] = {}
+    for s in view.segments:
+        found = sets.get(s.key)
+        if found is None:
+            continue
+        dead = view.dead.get(s.key)
+        for ordinal, key in enumerate(view.maps[s.key].keys):
+            if found.has[ordinal] and (dead is None or not dead[ordinal]):
+                out[key] = found.vector(ordinal)
+    return out
