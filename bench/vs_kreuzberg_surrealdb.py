@@ -63,32 +63,41 @@ async def count_rows(db: Any, table: str) -> int:
     return int(stored[0]["n"]) if stored else 0
 
 
-async def run_pipeline(module: str, files: list[Path]) -> dict[str, Any]:
-    """One leg in this process: the kreuzberg-surrealdb API from ``module``, or surrealdocs'
-    own (``module`` "surrealdocs")."""
+async def open_pipeline(module: str) -> tuple[Any, Any]:
+    """The store's client and a pipeline with ``ingest_file(path)`` and
+    ``ingest_files(paths)`` (returning the sources that failed): the kreuzberg-surrealdb API
+    from ``module``, or surrealdocs' own (``module`` "surrealdocs")."""
     if module == "surrealdocs":
         from surrealdocs import KnowledgeBase, Settings
 
         kb = await KnowledgeBase.open(settings=Settings.from_env(db="mem://", embed=False))
-        db = kb.store.client
 
         class Native:
             async def ingest_file(self, path: Path) -> None:
-                report = await kb.ingest([path])
-                failed = [r for r in report.results if r.status == "failed"]
+                failed = await self.ingest_files([path])
                 if failed:
-                    raise RuntimeError(failed[0].reason)
+                    raise RuntimeError(failed[0])
 
-        pipeline: Any = Native()
-    else:
-        from surrealdb import AsyncSurreal
+            async def ingest_files(self, paths: list[Path]) -> list[str]:
+                report = await kb.ingest(paths)
+                return [f"{r.source}: {r.reason}" for r in report.results
+                        if r.status == "failed"]
 
-        api = __import__(module, fromlist=["DocumentPipeline"])
-        db = AsyncSurreal("mem://")
-        await db.connect()
-        await db.use("bench", "bench")
-        pipeline = api.DocumentPipeline(db=db, embed=False)
-        await pipeline.setup_schema()
+        return kb.store.client, Native()
+    from surrealdb import AsyncSurreal
+
+    api = __import__(module, fromlist=["DocumentPipeline"])
+    db = AsyncSurreal("mem://")
+    await db.connect()
+    await db.use("bench", "bench")
+    pipeline = api.DocumentPipeline(db=db, embed=False)
+    await pipeline.setup_schema()
+    return db, pipeline
+
+
+async def run_pipeline(module: str, files: list[Path]) -> dict[str, Any]:
+    """One leg in this process (see :func:`open_pipeline`), a file at a time, twice."""
+    db, pipeline = await open_pipeline(module)
     passes: list[dict[str, Any]] = []
     for _ in range(2):
         per_file: dict[str, Any] = {}
@@ -116,29 +125,12 @@ async def run_pipeline(module: str, files: list[Path]) -> dict[str, Any]:
 async def run_batch(module: str, files: list[Path]) -> dict[str, Any]:
     """One call for all ``files``, as a user ingests a folder: the original's (and the
     facade's) ``ingest_files``, surrealdocs' ``KnowledgeBase.ingest``."""
-    if module == "surrealdocs":
-        from surrealdocs import KnowledgeBase, Settings
-
-        kb = await KnowledgeBase.open(settings=Settings.from_env(db="mem://", embed=False))
-        db = kb.store.client
-        started = time.perf_counter()
-        report = await kb.ingest(files)
-        seconds = time.perf_counter() - started
-        failed = [r.source for r in report.results if r.status == "failed"]
-    else:
-        from surrealdb import AsyncSurreal
-
-        api = __import__(module, fromlist=["DocumentPipeline"])
-        db = AsyncSurreal("mem://")
-        await db.connect()
-        await db.use("bench", "bench")
-        pipeline = api.DocumentPipeline(db=db, embed=False)
-        await pipeline.setup_schema()
-        started = time.perf_counter()
-        await pipeline.ingest_files([str(p) for p in files])
-        seconds = time.perf_counter() - started
-        failed = []
-    return {"seconds": seconds, "failed": failed, "chunks": await count_rows(db, "chunks"),
+    db, pipeline = await open_pipeline(module)
+    started = time.perf_counter()
+    failed = await pipeline.ingest_files(files)
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "failed": failed or [],
+            "chunks": await count_rows(db, "chunks"),
             "documents": await count_rows(db, "documents")}
 
 
