@@ -96,6 +96,20 @@ async def test_busy_servers_are_retried_and_failures_named(kb: KnowledgeBase,
     assert "huge" in message and server.url in message and "sk-secret-key" not in message
 
 
+def test_chat_model_urls_are_read_as_the_embedding_providers_read_them() -> None:
+    from surrealdocs.chat import chat_model
+
+    settings = Settings(db="mem://")
+    # OLLAMA_HOST may be a bare host: Ollama's port then, as for embeddings
+    bare = chat_model("ollama:tiny", settings, env={"OLLAMA_HOST": "gpu-box"})
+    assert str(bare.url) == "http://gpu-box:11434/api/chat"
+    assert str(chat_model("ollama:tiny", settings, env={"OLLAMA_HOST": "gpu-box:9000"}).url) \
+        == "http://gpu-box:9000/api/chat"
+    for wrong in ("ftp://example.com/v1", "http://"):
+        with pytest.raises(ConfigurationError, match="OPENAI_BASE_URL"):
+            chat_model("openai:tiny", settings, env={"OPENAI_BASE_URL": wrong})
+
+
 async def test_without_a_model_every_face_says_how_to_set_one(tmp_path: Any) -> None:
     async with await KnowledgeBase.open(settings=Settings(db="mem://", model="hashing-64")
                                         ) as base:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +20,7 @@ import httpx
 
 from ..config import Settings
 from ..errors import ChatModelError, ConfigurationError
+from ..parts.http_api import OLLAMA_PORT, backoff, checked_base_url, retry_after
 
 MAX_BACKOFF = 20.0
 HOW_TO_SET = (
@@ -45,18 +45,15 @@ class ChatModel:
     provider = ""
     default_base_url = ""
     base_url_env = ""
+    default_port: int | None = None  # for a bare host[:port] (OLLAMA_HOST)
 
     def __init__(self, model: str, options: ChatOptions) -> None:
         self.model = model
         self.options = options
-        try:
-            base = httpx.URL(options.base_url.strip())
-        except httpx.InvalidURL as exc:
-            raise ConfigurationError(f"the chat model's URL is not a URL: "
-                                     f"{options.base_url!r}") from exc
-        if base.scheme not in ("http", "https") or not base.host:
-            raise ConfigurationError(f"the chat model's URL must be http:// or https://, got "
-                                     f"{options.base_url!r}")
+        base = checked_base_url(
+            options.base_url, f"the chat model's URL (SURREALDOCS_LLM_BASE_URL, or"
+            f" {self.base_url_env}, default {self.default_base_url})",
+            default_port=self.default_port)
         self.url = self.endpoint(base)
         self.name = f"{self.provider}:{model}"
 
@@ -91,7 +88,7 @@ class ChatModel:
                             await response.aread()
                             failure = self._failure(response)
                             if response.status_code == 429 or response.status_code >= 500:
-                                raise _Retry(failure, _retry_after(response))
+                                raise _Retry(failure, retry_after(response))
                             raise ChatModelError(f"{self.where} {failure}")
                         async for line in response.aiter_lines():
                             if not line.strip():
@@ -109,8 +106,8 @@ class ChatModel:
                 if attempt >= self.options.retries:
                     raise ChatModelError(f"{self.where} {failure}, after {attempt + 1}"
                                          f" attempt{'s' if attempt else ''}")
-                await asyncio.sleep(wait if wait is not None else min(
-                    self.options.backoff * 2 ** attempt, MAX_BACKOFF) * random.uniform(.5, 1))
+                await asyncio.sleep(min(wait, MAX_BACKOFF) if wait is not None else backoff(
+                    attempt, self.options.backoff, MAX_BACKOFF))
                 attempt += 1
 
     def _failure(self, response: httpx.Response) -> str:
@@ -148,8 +145,9 @@ class OpenAIChat(ChatModel):
 
 class OllamaChat(ChatModel):
     provider = "ollama"
-    default_base_url = "http://127.0.0.1:11434"
+    default_base_url = f"http://127.0.0.1:{OLLAMA_PORT}"
     base_url_env = "OLLAMA_HOST"
+    default_port = OLLAMA_PORT
 
     def endpoint(self, base: httpx.URL) -> httpx.URL:
         return base.copy_with(path=base.path.rstrip("/") + "/api/chat")
@@ -169,13 +167,6 @@ class _Retry(Exception):
         self.after = after
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    try:
-        return min(float(response.headers.get("retry-after", "")), MAX_BACKOFF)
-    except ValueError:
-        return None
-
-
 def chat_model(name: str | None, settings: Settings,
                env: Mapping[str, str] | None = None) -> ChatModel:
     """The chat model ``name`` (``openai:MODEL`` / ``ollama:MODEL``; default
@@ -190,8 +181,6 @@ def chat_model(name: str | None, settings: Settings,
     cls = classes[provider]
     env = os.environ if env is None else env
     base = settings.llm_base_url or env.get(cls.base_url_env) or cls.default_base_url
-    if provider == "ollama" and "://" not in base:
-        base = "http://" + base
     key = settings.llm_api_key or (env.get("OPENAI_API_KEY") if provider == "openai" else None)
     return cls(model.strip(), ChatOptions(base, key or None, settings.llm_timeout,
                                           settings.llm_retries))

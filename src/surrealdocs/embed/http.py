@@ -12,16 +12,13 @@ key. Subclasses say where to post, what to send and where the vectors are in the
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import os
-import random
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, ClassVar, TypeVar
 
 import httpx
@@ -29,6 +26,8 @@ import numpy as np
 
 from ..config import Settings
 from ..errors import ConfigurationError, EmbeddingProviderError
+from ..parts.http_api import backoff, checked_base_url
+from ..parts.http_api import retry_after as server_wait
 from .vectors import Vectors
 
 log = logging.getLogger(__name__)
@@ -108,14 +107,7 @@ class HTTPEmbedder:
     @classmethod
     def parse_base_url(cls, base_url: str) -> httpx.URL:
         """The configured base URL, checked."""
-        try:
-            url = httpx.URL(base_url.strip())
-        except httpx.InvalidURL as exc:
-            raise ConfigurationError(f"{cls._where()} is not a URL: {base_url!r}") from exc
-        if url.scheme not in ("http", "https") or not url.host:
-            raise ConfigurationError(
-                f"{cls._where()} must be an http:// or https:// URL, got {base_url!r}")
-        return url
+        return checked_base_url(base_url, cls._where())
 
     def endpoint_url(self, base: httpx.URL) -> httpx.URL:
         """The URL texts are posted to."""
@@ -251,7 +243,7 @@ class HTTPEmbedder:
                     raise self._refusal(response)
                 failure = f"HTTP {status} {response.reason_phrase}{self._detail(response)}"
                 unreachable = False
-                retry_after = _retry_after(response)
+                retry_after = server_wait(response)
             attempts = f"{attempt + 1} attempt" + ("s" if attempt else "")
             if retry_after is not None and retry_after > MAX_RETRY_AFTER:
                 raise self._error(f"asks to retry after {retry_after:g} s ({failure}); giving "
@@ -263,8 +255,8 @@ class HTTPEmbedder:
                         f"URL comes from {self._where()}", status=status)
                 verb = "kept failing" if attempt else "failed"
                 raise self._error(f"{verb}: {failure}, after {attempts}", status=status)
-            delay = retry_after if retry_after is not None else min(
-                self.options.backoff * 2 ** attempt, MAX_BACKOFF) * random.uniform(0.5, 1.0)
+            delay = retry_after if retry_after is not None else backoff(
+                attempt, self.options.backoff, MAX_BACKOFF)
             log.warning("%s embedding request to %s failed (%s); retry %d/%d in %.2f s",
                         self.name, self.endpoint, failure, attempt + 1, self.options.retries,
                         delay)
@@ -355,31 +347,6 @@ def _message(body: Any) -> str:
         if isinstance(value, str) and value:
             return value
     return ""
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    """Seconds the server asks to wait: ``retry-after-ms`` (OpenAI), ``Retry-After`` as
-    seconds or as an HTTP date."""
-    ms = response.headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(float(ms) / 1000, 0.0)
-        except ValueError:
-            pass
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max((when - datetime.now(timezone.utc)).total_seconds(), 0.0)
 
 
 def _name(exc: BaseException) -> str:

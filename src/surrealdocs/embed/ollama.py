@@ -14,9 +14,10 @@ from typing import Any
 
 import httpx
 
+from ..parts.http_api import OLLAMA_PORT, checked_base_url
 from .http import HTTPEmbedder
 
-DEFAULT_PORT = 11434
+DEFAULT_PORT = OLLAMA_PORT
 
 
 class OllamaEmbedder(HTTPEmbedder):
@@ -26,11 +27,7 @@ class OllamaEmbedder(HTTPEmbedder):
 
     @classmethod
     def parse_base_url(cls, base_url: str) -> httpx.URL:
-        base_url = base_url.strip()
-        if "://" not in base_url:
-            url = super().parse_base_url("http://" + base_url)
-            return url if url.port else url.copy_with(port=DEFAULT_PORT)
-        return super().parse_base_url(base_url)
+        return checked_base_url(base_url, cls._where(), default_port=DEFAULT_PORT)
 
     def endpoint_url(self, base: httpx.URL) -> httpx.URL:
         path = base.path.rstrip("/").removesuffix("/api/embed").removesuffix("/api")

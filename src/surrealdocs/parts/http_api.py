@@ -1,0 +1,62 @@
+"""What the clients of model servers (embedding providers, chat models) share: the base URL
+they are given, checked; how long a server asks them to wait; the pause between tries."""
+
+from __future__ import annotations
+
+import email.utils
+import random
+from datetime import datetime, timezone
+
+import httpx
+
+from ..errors import ConfigurationError
+
+OLLAMA_PORT = 11434  # where Ollama listens unless told otherwise
+
+
+def checked_base_url(text: str, where: str, *, default_port: int | None = None) -> httpx.URL:
+    """``text`` as an http:// or https:// URL (``where`` names the setting it came from).
+    With ``default_port``, a bare ``host[:port]`` (as ``OLLAMA_HOST`` may be) is taken as
+    ``http://`` with that port."""
+    text = text.strip()
+    if default_port is not None and "://" not in text:
+        url = checked_base_url("http://" + text, where)
+        return url if url.port else url.copy_with(port=default_port)
+    try:
+        url = httpx.URL(text)
+    except httpx.InvalidURL as exc:
+        raise ConfigurationError(f"{where} is not a URL: {text!r}") from exc
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigurationError(f"{where} must be an http:// or https:// URL, got {text!r}")
+    return url
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """Seconds the server asks to wait: ``retry-after-ms`` (OpenAI), ``Retry-After`` as
+    seconds or as an HTTP date."""
+    ms = response.headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(float(ms) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max((when - datetime.now(timezone.utc)).total_seconds(), 0.0)
+
+
+def backoff(attempt: int, base: float, most: float) -> float:
+    """The pause before try ``attempt + 2``: exponential from ``base``, at most ``most``,
+    jittered so that clients that failed together do not come back together."""
+    return min(base * 2.0 ** attempt, most) * random.uniform(0.5, 1.0)
