@@ -10,7 +10,7 @@ import datetime as dt
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from surrealdb import RecordID
 
@@ -90,21 +90,16 @@ class FileResult:
         return out
 
 
-@dataclass
-class IngestReport:
-    """The outcome of one ingest call: a result per source, in the order given."""
+class _ResultTotals:
+    """What an ingest's and a sync's reports count of their per-source ``results``."""
 
-    results: list[FileResult] = field(default_factory=list)
-    seconds: float = 0.0
-    index_rebuilt: bool = False
-    notebook: str | None = None  # the notebook the documents were put in (notebook add)
-    linked: int = 0  # documents that were not in it before
-    in_notebook: int = 0  # documents of this ingest in it now
+    results: list[FileResult]
+    statuses: ClassVar[tuple[str, ...]] = STATUSES
 
     @property
     def counts(self) -> dict[str, int]:
         counter = Counter(r.status for r in self.results)
-        return {s: counter.get(s, 0) for s in STATUSES}
+        return {s: counter.get(s, 0) for s in self.statuses}
 
     @property
     def failures(self) -> list[FileResult]:
@@ -119,6 +114,18 @@ class IngestReport:
     def chunks_embedded(self) -> int:
         """Chunk texts the model embedded (the rest of ``chunks_written`` reused vectors)."""
         return sum(r.embedded for r in self.results)
+
+
+@dataclass
+class IngestReport(_ResultTotals):
+    """The outcome of one ingest call: a result per source, in the order given."""
+
+    results: list[FileResult] = field(default_factory=list)
+    seconds: float = 0.0
+    index_rebuilt: bool = False
+    notebook: str | None = None  # the notebook the documents were put in (notebook add)
+    linked: int = 0  # documents that were not in it before
+    in_notebook: int = 0  # documents of this ingest in it now
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -153,9 +160,11 @@ class PlannedChange:
 
 
 @dataclass
-class SyncReport:
+class SyncReport(_ResultTotals):
     """The outcome of one sync pass over ``roots``: the plan, and (unless ``dry_run``) a
     result per source, whose ``status`` is one of :data:`SYNC_STATUSES`."""
+
+    statuses: ClassVar[tuple[str, ...]] = SYNC_STATUSES
 
     roots: list[str]
     dry_run: bool = False
@@ -172,26 +181,9 @@ class SyncReport:
         return {a: counter.get(a, 0) for a in SYNC_ACTIONS}
 
     @property
-    def counts(self) -> dict[str, int]:
-        counter = Counter(r.status for r in self.results)
-        return {s: counter.get(s, 0) for s in SYNC_STATUSES}
-
-    @property
     def changes(self) -> list[PlannedChange]:
         """The plan without the unchanged sources."""
         return [c for c in self.plan if c.action != "unchanged"]
-
-    @property
-    def failures(self) -> list[FileResult]:
-        return [r for r in self.results if r.status in ("failed", "empty", "skipped")]
-
-    @property
-    def chunks_written(self) -> int:
-        return sum(r.chunks for r in self.results if r.status in ("ingested", "updated"))
-
-    @property
-    def chunks_embedded(self) -> int:
-        return sum(r.embedded for r in self.results)
 
     def to_dict(self) -> dict[str, Any]:
         return {
