@@ -77,42 +77,27 @@ class StoreOptions:
                                  password=self.password, **more)
 
 
+def _store_option(name: str, help_text: str) -> inspect.Parameter:
+    """A ``--NAME`` option every store command takes (``None`` when not given)."""
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option(f"--{name}", help=help_text)])
+
+
 _STORE_OPTIONS = [
-    inspect.Parameter(
-        "db", inspect.Parameter.KEYWORD_ONLY, default=None,
-        annotation=Annotated[str | None, typer.Option(
-            "--db", help="Store: a path, surrealkv://PATH, mem://, ws(s)://HOST:PORT or"
-                         " http(s)://… [default: $SURREALDOCS_DB or ./.surrealdocs/db]")]),
-    inspect.Parameter(
-        "model", inspect.Parameter.KEYWORD_ONLY, default=None,
-        annotation=Annotated[str | None, typer.Option(
-            "--model", help="Embedding model [default: $SURREALDOCS_MODEL or"
-                            " all-minilm-l6-v2]")]),
-    inspect.Parameter(
-        "namespace", inspect.Parameter.KEYWORD_ONLY, default=None,
-        annotation=Annotated[str | None, typer.Option("--namespace", help="SurrealDB namespace")]),
-    inspect.Parameter(
-        "database", inspect.Parameter.KEYWORD_ONLY, default=None,
-        annotation=Annotated[str | None, typer.Option("--database", help="SurrealDB database")]),
-    inspect.Parameter(
-        "user", inspect.Parameter.KEYWORD_ONLY, default=None,
-        annotation=Annotated[str | None, typer.Option(
-            "--user", help="User for a SurrealDB server")]),
-    inspect.Parameter(
-        "password", inspect.Parameter.KEYWORD_ONLY, default=None,
-        annotation=Annotated[str | None, typer.Option(
-            "--password", help="Password for a SurrealDB server [default:"
-                               " $SURREALDOCS_PASSWORD]")]),
-    inspect.Parameter(
-        "server", inspect.Parameter.KEYWORD_ONLY, default=None,
-        annotation=Annotated[str | None, typer.Option(
-            "--server", help="Send the command to this running `surrealdocs serve`"
-                             " (http://HOST:PORT), which holds the store [default:"
-                             " $SURREALDOCS_SERVER]")]),
-    inspect.Parameter(
-        "key", inspect.Parameter.KEYWORD_ONLY, default=None,
-        annotation=Annotated[str | None, typer.Option(
-            "--key", help="API key for --server [default: $SURREALDOCS_KEY]")]),
+    _store_option("db", "Store: a path, surrealkv://PATH, mem://, ws(s)://HOST:PORT or"
+                        " http(s)://… [default: $SURREALDOCS_DB or ./.surrealdocs/db]"),
+    _store_option("model", "Embedding model [default: $SURREALDOCS_MODEL or"
+                           " all-minilm-l6-v2]"),
+    _store_option("namespace", "SurrealDB namespace"),
+    _store_option("database", "SurrealDB database"),
+    _store_option("user", "User for a SurrealDB server"),
+    _store_option("password", "Password for a SurrealDB server [default:"
+                              " $SURREALDOCS_PASSWORD]"),
+    _store_option("server", "Send the command to this running `surrealdocs serve`"
+                            " (http://HOST:PORT), which holds the store [default:"
+                            " $SURREALDOCS_SERVER]"),
+    _store_option("key", "API key for --server [default: $SURREALDOCS_KEY]"),
 ]
 
 
