@@ -5,7 +5,7 @@ over them. See :mod:`.segmentvectors` for the codes and :mod:`.textindex` for th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 from surrealdb import RecordID
@@ -76,16 +76,10 @@ class SegmentVectors:
         return VectorSet.of(codes, scales, has)
 
 
-def scan(view: View, sets: dict[str, VectorSet], vector: Sequence[float],
-         distance: str) -> Ranked:
-    """Every live chunk of ``view`` that has a vector in ``sets``, nearest first."""
-    query = np.asarray(vector, dtype=np.float32)
-    if distance == "COSINE":
-        norm = float(np.linalg.norm(query))
-        if norm == 0.0:
-            return Ranked()
-        query = query / norm
-    ordinals, scores = [], []
+def _live(view: View, sets: dict[str, VectorSet]
+          ) -> Iterator[tuple[int, str, VectorSet, np.ndarray]]:
+    """Each segment of ``view`` with vectors in ``sets``: its position, key, vectors, and the
+    ordinals of its live chunks that have one."""
     for i, s in enumerate(view.segments):
         found = sets.get(s.key)
         if found is None:
@@ -94,7 +88,27 @@ def scan(view: View, sets: dict[str, VectorSet], vector: Sequence[float],
         dead = view.dead.get(s.key)
         if dead is not None:
             valid = valid & ~dead
-        picked = np.flatnonzero(valid)
+        yield i, s.key, found, np.flatnonzero(valid)
+
+
+def _query(vector: Sequence[float], distance: str) -> np.ndarray | None:
+    """The query as the scan takes it (float32, of unit length for cosine); ``None`` for a
+    zero vector under cosine, which is near nothing."""
+    query = np.asarray(vector, dtype=np.float32)
+    if distance != "COSINE":
+        return query
+    norm = float(np.linalg.norm(query))
+    return query / norm if norm else None
+
+
+def scan(view: View, sets: dict[str, VectorSet], vector: Sequence[float],
+         distance: str) -> Ranked:
+    """Every live chunk of ``view`` that has a vector in ``sets``, nearest first."""
+    query = _query(vector, distance)
+    if query is None:
+        return Ranked()
+    ordinals, scores = [], []
+    for i, _, found, picked in _live(view, sets):
         ordinals.append(picked + view.offsets[i])
         scores.append(found.scores(query, distance)[picked].astype(np.float64))
     if not ordinals:
@@ -108,40 +122,17 @@ def background(view: View, sets: dict[str, VectorSet], vector: Sequence[float],
     live chunks, spread evenly over the segments: what chunks unrelated to the query score.
     The sample is drawn once per view (at most :data:`BACKGROUND_ROWS` rows)."""
     if view.background is None:
-        live = []
-        for s in view.segments:
-            found = sets.get(s.key)
-            if found is None:
-                continue
-            valid = found.has
-            dead = view.dead.get(s.key)
-            if dead is not None:
-                valid = valid & ~dead
-            live.append((found, np.flatnonzero(valid)))
-        total = sum(len(picked) for _, picked in live)
-        stride = max(1, -(-total // BACKGROUND_ROWS))
-        parts = [found.take(picked[::stride]) for found, picked in live if len(picked)]
+        live = [(found, picked) for _, _, found, picked in _live(view, sets) if len(picked)]
+        stride = max(1, -(-sum(len(picked) for _, picked in live) // BACKGROUND_ROWS))
+        parts = [found.take(picked[::stride]) for found, picked in live]
         view.background = VectorSet.concatenate(parts) if parts else None
-    if view.background is None:
+    query = _query(vector, distance)
+    if view.background is None or query is None:
         return np.zeros(0)
-    query = np.asarray(vector, dtype=np.float32)
-    if distance == "COSINE":
-        norm = float(np.linalg.norm(query))
-        if norm == 0.0:
-            return np.zeros(0)
-        query = query / norm
     return view.background.scores(query, distance)
 
 
 def held(view: View, sets: dict[str, VectorSet]) -> dict[str, list[float]]:
     """Every live chunk's vector in ``sets``, by chunk key (for checks)."""
-    out: dict[str, list[float]] = {}
-    for s in view.segments:
-        found = sets.get(s.key)
-        if found is None:
-            continue
-        dead = view.dead.get(s.key)
-        for ordinal, key in enumerate(view.maps[s.key].keys):
-            if found.has[ordinal] and (dead is None or not dead[ordinal]):
-                out[key] = found.vector(ordinal)
-    return out
+    return {view.maps[key].keys[ordinal]: found.vector(ordinal)
+            for _, key, found, picked in _live(view, sets) for ordinal in picked.tolist()}
