@@ -278,7 +278,8 @@ class Searcher:
         # 0.95 at ef 100, 0.99 at ef 200): deep fetches get a candidate list of twice k.
         ef = max(self.settings.hnsw_ef, 2 * k)
         rows = await self.storage.chunks.legs.vector_rows(vector, k, ef, filters, careful)
-        hits = [_hit(row, self._similarity(float(row["distance"]))) for row in rows]
+        similarity = self._similarity(np.array([float(r["distance"]) for r in rows]))
+        hits = [_hit(row, float(score)) for row, score in zip(rows, similarity, strict=True)]
         for rank, hit in enumerate(hits, 1):
             hit.vector_rank, hit.vector_score = rank, hit.score
         return hits
@@ -294,16 +295,14 @@ class Searcher:
         distances = await self.storage.chunks.legs.background(vector)
         if distances is None or len(distances) < MIN_BACKGROUND:
             return None
-        distance = np.asarray(distances, dtype=np.float64)
-        similarity = (np.maximum(0.0, 1.0 - distance)  # as _similarity gives them
-                      if self.settings.hnsw_distance == "COSINE" else 1.0 / (1.0 + distance))
+        similarity = self._similarity(np.asarray(distances, dtype=np.float64))
         return float(similarity.mean() + sigmas * similarity.std())
 
-    def _similarity(self, distance: float) -> float:
+    def _similarity(self, distance: np.ndarray) -> np.ndarray:
         """0-1, higher is nearer: the cosine similarity (below 0 counts as 0), or
         1 / (1 + distance) for the other distances."""
         if self.settings.hnsw_distance == "COSINE":
-            return max(0.0, 1.0 - distance)
+            return np.maximum(0.0, 1.0 - distance)
         return 1.0 / (1.0 + distance)
 
 

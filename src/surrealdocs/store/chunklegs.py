@@ -171,7 +171,7 @@ class LegQueries:
         scores = await self.text.background(vector)
         if scores is None:
             return None
-        return 1.0 - scores if self.settings.hnsw_distance == "COSINE" else -scores  # distance_of
+        return distance_of(scores, self.settings.hnsw_distance)
 
     async def total(self) -> int:
         """How many chunks there are (known for a minute at a time)."""

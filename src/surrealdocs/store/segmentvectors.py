@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import simsimd
@@ -31,6 +31,7 @@ SCAN_MAX_BYTES = 1 << 30  # codes held for scanning; beyond, searches walk the H
 SCANNED_DISTANCES = ("COSINE", "EUCLIDEAN")
 REFINED_ROWS = 512  # per segment: the best rows by codes, scored again against the query
 LEVELS = 127.0  # int8 codes run from -127 to 127
+S = TypeVar("S", float, np.ndarray)
 
 
 def _quantized(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -188,6 +189,7 @@ def _row_dots(codes: np.ndarray) -> np.ndarray:
     return out
 
 
-def distance_of(score: float, distance: str) -> float:
-    """The engine's distance for a scan's score (see :meth:`VectorSet.scores`)."""
+def distance_of(score: S, distance: str) -> S:
+    """The engine's distance for a scan's score, or an array of them (see
+    :meth:`VectorSet.scores`)."""
     return 1.0 - score if distance == "COSINE" else -score
