@@ -328,6 +328,28 @@ async def test_a_dropped_websocket_is_signed_in_again(remote_engine: RemoteEngin
         await kb.close()
 
 
+async def test_a_transaction_on_a_session_without_a_database_counts_as_session_lost() -> None:
+    """A query sent between a renewal's sign-in and its use() (another query renewing) finds
+    no namespace; a transaction then has an OK BEGIN and cancelled statements. The store must
+    renew and run it again, not report "Specify a namespace to use" (seen once in a run of
+    test_a_dropped_websocket_is_signed_in_again)."""
+    from surrealdb import AsyncSurreal
+
+    from surrealdocs.store.connection import _session_lost
+
+    db = AsyncSurreal("mem://")
+    await db.connect()
+    try:  # the engine's own answers, on a session with no namespace selected
+        for sql in ("BEGIN; SELECT * FROM a; SELECT * FROM b; COMMIT;",
+                    "SELECT * FROM a; RETURN 1;", "SELECT * FROM a;"):
+            assert _session_lost(await db.query_raw(sql, {})), sql
+        await db.use("n", "d")
+        raw = await db.query_raw("BEGIN; SELECT * FROM a; THROW 'no'; COMMIT;", {})
+        assert not _session_lost(raw)  # a real failure is not a lost session
+    finally:
+        await db.close()
+
+
 async def test_a_lent_connection_is_not_signed_in_again(remote_engine: RemoteEngine) -> None:
     """Store.around() has no credentials: after a drop it reports the server's refusal."""
     db = await sdk_connection(remote_engine, "ws")

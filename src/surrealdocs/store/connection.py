@@ -468,10 +468,14 @@ def _session_lost(failure: Any) -> bool:
     statements = failure.get("result")
     if not isinstance(statements, list) or not statements:
         return False
-    kinds = [_detail_kind(s) if isinstance(s, Mapping) and s.get("status") == "ERR" else None
-             for s in statements]  # every statement refused for want of a namespace/database
-    return (all(k in ("NamespaceEmpty", "DatabaseEmpty", "NotExecuted") for k in kinds)
-            and any(k != "NotExecuted" for k in kinds))
+    # every failed statement refused for want of a namespace/database, or not run because of
+    # one that was (a transaction's others are cancelled, its COMMIT not executed); what
+    # succeeded touched no data (BEGIN, RETURN): nothing can without a database selected
+    kinds = [_detail_kind(s) for s in statements
+             if not isinstance(s, Mapping) or s.get("status") != "OK"]
+    return (all(k in ("NamespaceEmpty", "DatabaseEmpty", "NotExecuted", "Cancelled")
+                for k in kinds)
+            and any(k in ("NamespaceEmpty", "DatabaseEmpty") for k in kinds))
 
 
 async def _signin(client: Any, settings: Settings) -> None:
