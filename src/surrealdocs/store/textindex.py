@@ -387,21 +387,28 @@ class TextIndex:
         of the live chunks: how a chunk unrelated to the query scores, in this store. ``None``
         where :meth:`nearest` cannot answer."""
         distance = self.settings.hnsw_distance
+        # a sample need not be of this instant: the last view serves (no read of the
+        # segment headers where other processes may write)
         return await self._scanning(len(vector),
-                                    lambda view, sets: background(view, sets, vector, distance))
+                                    lambda view, sets: background(view, sets, vector, distance),
+                                    recent=True)
 
     async def scans(self, dimension: int) -> bool:
         """Whether :meth:`nearest` answers for queries of ``dimension`` (else the graph)."""
         return await self._scanning(dimension, lambda view, sets: True) is not None
 
-    async def _scanning(self, dimension: int,
-                        use: Callable[[View, dict[str, VectorSet]], T]) -> T | None:
-        """``use(view, vector sets)`` where a scan of queries of ``dimension`` can answer."""
+    async def _scanning(self, dimension: int, use: Callable[[View, dict[str, VectorSet]], T],
+                        *, recent: bool = False) -> T | None:
+        """``use(view, vector sets)`` where a scan of queries of ``dimension`` can answer
+        (``recent``: on the last view read, if its vectors are all held: it reads nothing)."""
         if self.vector_table is None or self.settings.hnsw_distance not in SCANNED_DISTANCES:
             return None
 
         async def read() -> T | None:
-            view = await self._view()
+            view = self._last_view if recent else None
+            if view is None or any(s.vectors and s.key not in self.vectors.sets
+                                   for s in view.segments):
+                view = await self._view()
             if any(s.vectors is None for s in view.segments):
                 return None
             carrying = [s for s in view.segments if s.vectors]
