@@ -105,6 +105,12 @@ async def test_the_cut_off_can_be_turned_off_and_small_stores_are_not_cut(  # ty
     async with await KnowledgeBase.open(settings=Settings(db="mem://"), embedder=minilm) as kb:
         await kb.ingest_texts(few.items())  # too few chunks to say what unrelated ones score
         assert len(await kb.search(QUERY, mode="vector", limit=20)) == 20
+        # once the store has grown, the cut-off applies (the view of the small store, read by
+        # that search, is not what the sample is drawn from)
+        await kb.ingest_texts(list(texts.items())[40:])
+        vector = await kb.embedding.query(QUERY)
+        assert await kb._searcher._vector_floor(vector) is not None
+        assert len(await kb.search(QUERY, mode="vector", limit=20)) < 20
 
 
 def test_the_setting_is_checked() -> None:

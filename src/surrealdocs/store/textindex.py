@@ -400,14 +400,15 @@ class TextIndex:
     async def _scanning(self, dimension: int, use: Callable[[View, dict[str, VectorSet]], T],
                         *, recent: bool = False) -> T | None:
         """``use(view, vector sets)`` where a scan of queries of ``dimension`` can answer
-        (``recent``: on the last view read, if its vectors are all held: it reads nothing)."""
+        (``recent``: on the last view read, if this process wrote nothing since and its
+        vectors are all held: it reads nothing)."""
         if self.vector_table is None or self.settings.hnsw_distance not in SCANNED_DISTANCES:
             return None
 
         async def read() -> T | None:
             view = self._last_view if recent else None
-            if view is None or any(s.vectors and s.key not in self.vectors.sets
-                                   for s in view.segments):
+            if view is None or view.stamp != self.store.changes or any(
+                    s.vectors and s.key not in self.vectors.sets for s in view.segments):
                 view = await self._view()
             if any(s.vectors is None for s in view.segments):
                 return None
