@@ -223,7 +223,15 @@ class Ingestor:
                 on_result(result)
             return result
 
-        return await all_or_cancel([one(s) for s in sources])
+        # The largest files start first: one started last would run alone at the end while
+        # the other core idles (longest-processing-time-first). Results keep the given order.
+        sizes = await asyncio.to_thread(_sizes, sources)
+        order = sorted(range(len(sources)), key=lambda i: -sizes[i])
+        done = await all_or_cancel([one(sources[i]) for i in order])
+        results: list[FileResult] = [None] * len(sources)  # type: ignore[list-item]
+        for i, result in zip(order, done):
+            results[i] = result
+        return results
 
     async def _ingest_one(self, src: _Source, previous: dict[str, Any] | None, force: bool,
                           retry_failed: bool) -> FileResult:
@@ -309,6 +317,20 @@ class Ingestor:
                 f"the text has {len(chunks)} chunks; the limit is"
                 f" {settings.max_chunks_per_document} (SURREALDOCS_MAX_CHUNKS_PER_DOCUMENT)")
         return chunks
+
+def _sizes(sources: Sequence[_Source]) -> list[int]:
+    """Each source's size in bytes, as far as it is known before reading (0 if not)."""
+    sizes = []
+    for src in sources:
+        if src.data is not None:
+            sizes.append(len(src.data))
+            continue
+        try:
+            sizes.append(os.stat(src.path).st_size if src.path is not None else 0)
+        except OSError:
+            sizes.append(0)
+    return sizes
+
 
 def _too_large(size: int, limit: int) -> str:
     return (f"the file has {_size(size)}; the limit is {_size(limit)}"
