@@ -53,12 +53,17 @@ class Analyzer:
         return self.terms_of_words(self.words(text))
 
     def terms_of_words(self, words: list[str]) -> list[str]:
+        return [t for t in self.term_of_each(words) if t]
+
+    def term_of_each(self, words: list[str]) -> list[str]:
+        """The term of each word, in order ("" for a word that gives none: a word is
+        analysed alone, so a vocabulary's words can be analysed once each)."""
         if self.language in OWN_SCRIPT:
             out = [s if s.isascii() else _fold(s) for s in self._stem(words)]
         else:
             out = self._stem([w if w.isascii() else _fold(w) for w in words])
-        if out and (max(map(len, out)) > MAX_TERM_CHARS or not all(out)):
-            out = [t[:MAX_TERM_CHARS] for t in out if t]
+        if out and max(map(len, out)) > MAX_TERM_CHARS:
+            out = [t[:MAX_TERM_CHARS] for t in out]
         return out
 
     def _stem(self, words: list[str]) -> list[str]:
