@@ -185,6 +185,33 @@ async def test_reverting_an_edit_reuses_vectors_and_ids_stay_unique(
     assert len(ids) == len(set(map(str, ids)))
 
 
+async def test_a_text_stored_again_takes_fresh_ids_where_moved_chunks_hold_its_own(
+        counting: tuple[KnowledgeBase, CountingEmbedder], tmp_path: Path) -> None:
+    kb, _ = counting
+    texts = paragraphs(40)
+    book = write(tmp_path / "d" / "book.md", "\n\n".join(texts))
+    await kb.sync([tmp_path / "d"])
+    edited = list(texts)
+    edited[5] = "An edit about puffins."
+    write(book, "\n\n".join(edited))
+    await kb.sync([tmp_path / "d"])  # the unchanged chunks move over, keeping their ids
+    copy = write(tmp_path / "e" / "copy.md", "\n\n".join(texts))  # the first text again
+    report = await kb.ingest([copy])
+    assert report.counts["ingested"] == 1
+    (doc,) = await kb.store.query("SELECT VALUE document FROM ONLY files WHERE path = $p"
+                                  " LIMIT 1;", {"p": str(copy.resolve())})
+    (rows,) = await kb.store.query("SELECT id, chunk_index FROM chunks WHERE document = $d;",
+                                   {"d": doc})
+    assert len(rows) > 10  # written in batches, not as one small transaction
+    fresh = [r for r in rows if r["id"].id != f"{doc.id}_{r['chunk_index']}"]
+    assert fresh and len(fresh) < len(rows)  # the ids held by moved chunks, and only those
+    (ids,) = await kb.store.query("SELECT VALUE id FROM chunks;")
+    assert len(ids) == len(set(map(str, ids)))
+    await healthy(kb)
+    hits = await kb.search(word(5, 3), mode="text")
+    assert [h.source for h in hits] == [str(copy.resolve())]
+
+
 async def test_deleted_file_is_no_longer_found(kb: KnowledgeBase, tmp_path: Path) -> None:
     root = tmp_path / "docs"
     gone = write(root / "walrus.md", "# Walrus\n\nWalruses live on ice floes.")

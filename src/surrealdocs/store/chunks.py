@@ -43,6 +43,7 @@ from typing import Any
 from surrealdb import RecordID
 
 from ..config import Settings
+from ..errors import StoreError
 from ..parts.chunk import Chunk
 from ..parts.results import id_text
 from .chunklegs import LegQueries
@@ -188,12 +189,20 @@ class ChunkStorage:
                 if failed:
                     return
                 try:
-                    group = await self._free_ids(rows[start:start + step])
+                    group = list(rows[start:start + step])
                     beat = [heartbeat] if heartbeat and number == 0 else []
-                    if self.text is None:
+                    if self.text is None:  # statements that land one by one: ids checked first
+                        group = await self._free_ids(group)
                         await self.store.run(*self.insert_statements(group), *beat)
-                    else:  # the rows and their text segment: one transaction
-                        await self.store.transaction(*self.insert_statements(group), *beat)
+                    else:  # the rows and their text segment: one transaction, which a
+                        # taken id refuses whole (then the ids are checked)
+                        try:
+                            await self.store.transaction(*self.insert_statements(group), *beat)
+                        except StoreError as exc:
+                            if not self._id_taken(exc):
+                                raise
+                            group = await self._free_ids(group)
+                            await self.store.transaction(*self.insert_statements(group), *beat)
                 except BaseException:
                     failed = True
                     raise
@@ -218,6 +227,11 @@ class ChunkStorage:
         return Statement("IF array::len($free_ids.filter(|$i| record::exists($i))) > 0"
                          f" {{ THROW '{IDS_TAKEN_MARK}' }};",
                          {"free_ids": [row["id"] for row in rows]})
+
+    def _id_taken(self, exc: StoreError) -> bool:
+        message = str(exc)
+        return "already exists" in message and any(
+            f"`{table}:" in message for table in (self.table, self.vector_table))
 
     async def _free_ids(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         (taken,) = await self.store.query("RETURN $ids.filter(|$i| record::exists($i));",
