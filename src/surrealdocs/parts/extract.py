@@ -104,11 +104,14 @@ def copy_extraction_config(config: Any, **changes: Any) -> Any:
 
 
 def extraction_config(settings: Settings, *, ocr: bool = False,
-                      cancel_token: Any = None, chunking: bool = True) -> Any:
+                      cancel_token: Any = None, chunking: bool = True,
+                      pages: bool = False) -> Any:
     """kreuzberg configuration: the caller's options (``settings.kreuzberg_config``), with
     our chunking, caching, timeout, and optional forced OCR. Languages are detected apart
-    (:func:`detect_languages`) unless the caller's configuration asks for its own detection."""
-    from kreuzberg import ChunkingConfig, OcrConfig
+    (:func:`detect_languages`) unless the caller's configuration asks for its own detection.
+    ``pages``: where the pages start, also without chunking (kreuzberg tracks them for its
+    chunks, else only when asked)."""
+    from kreuzberg import ChunkingConfig, OcrConfig, PageConfig
 
     _ensure_tessdata()
     base = settings.kreuzberg_config
@@ -122,6 +125,8 @@ def extraction_config(settings: Settings, *, ocr: bool = False,
     }
     if settings.chunk_context == "headings":
         changes["include_document_structure"] = True  # where the headings are
+    if pages and not chunking and (base is None or base.pages is None):
+        changes["pages"] = PageConfig(extract_pages=True)
     if ocr:
         own = base.ocr if base is not None else None
         changes["ocr"] = own or OcrConfig(backend="tesseract", language=settings.ocr_language)
@@ -401,9 +406,13 @@ async def _extract_data(data: bytes, claimed: str | None, source: str, settings:
     # quadratic in a line's length (see chunk.LONG_LINE). HTML may get another text.
     own_chunks = settings.chunked and _family(mime) == "text" and (
         html or longest_line(payload) > LONG_LINE)
+    # A PDF's pages may have running headers and footers, which no chunk may hold: its text
+    # is chunked once they are known (chunked inline, it was chunked twice when it had any).
+    paged = settings.chunked and settings.strip_running_lines and mime == "application/pdf"
+    own_chunks = own_chunks or paged
     outcome = await _extract(source, settings,
                              lambda config: kz_extract_bytes(payload, mime, config),
-                             chunk=not own_chunks)
+                             chunk=not own_chunks, pages=paged)
     if html and isinstance(outcome, Extracted):
         outcome = await asyncio.to_thread(_check_html_text, outcome, payload)
     if isinstance(outcome, Extracted) and settings.chunked and settings.strip_running_lines:
@@ -466,7 +475,7 @@ def _rechunk(doc: Extracted, settings: Settings,
 
 
 async def _extract(source: str, settings: Settings, call: Any,
-                   chunk: bool = True) -> ExtractOutcome:
+                   chunk: bool = True, pages: bool = False) -> ExtractOutcome:
     """Run ``call(config)`` with a timeout that really stops the work, and OCR scanned PDFs.
 
     OCR is not asked for up front: with an OCR config kreuzberg OCRs every PDF page, even
@@ -480,7 +489,7 @@ async def _extract(source: str, settings: Settings, call: Any,
     deadline = asyncio.get_running_loop().time() + settings.extract_timeout
     try:
         result = await asyncio.wait_for(call(extraction_config(settings, cancel_token=token,
-                                                                 chunking=chunk)),
+                                                                 chunking=chunk, pages=pages)),
                                         timeout=settings.extract_timeout)
         if (settings.ocr_language and result.mime_type == "application/pdf"
                 and not (result.content or "").strip()
@@ -490,7 +499,7 @@ async def _extract(source: str, settings: Settings, call: Any,
                 raise asyncio.TimeoutError
             result = await asyncio.wait_for(
                 call(extraction_config(settings, ocr=True, cancel_token=token,
-                                       chunking=chunk)), remaining)
+                                       chunking=chunk, pages=pages)), remaining)
     except asyncio.TimeoutError:
         token.cancel()
         return ExtractFailure(source, f"extraction timed out after {settings.extract_timeout:g} s")
