@@ -31,6 +31,7 @@ from .textsegments import (
     collapse,
     concatenated,
     due_segments,
+    full_levels,
     new_segment_key,
 )
 
@@ -70,12 +71,23 @@ class TextIndexMaintenance:
     async def merge_once(self, *, force: bool = False) -> bool:
         """Merge one group of segments if one is due (``force``: every live segment into
         one). Returns whether it merged."""
+        if not force and not await self._may_be_due():
+            return False
         view = await self.index._view()
         group = due_segments(view, force)
         if not group:
             return False
         async with self._maintaining:
             return await self._merge_under_lease(force)
+
+    async def _may_be_due(self) -> bool:
+        """Whether a merge may be due, from the segments' levels and whether any chunk was
+        deleted: after most writes none is, and the view (the segments' maps, the deleted
+        and moved chunks) is not read for nothing."""
+        levels, dead = await self.index.store.query(
+            f"SELECT VALUE level FROM {self.index.segment_table} WHERE live = true;"
+            f" SELECT VALUE id FROM {self.index.dead_table} LIMIT 1;", read_only=True)
+        return bool(dead) or bool(full_levels(levels or []))
 
     async def _merge_under_lease(self, force: bool) -> bool:
         if not await self._take_lease():

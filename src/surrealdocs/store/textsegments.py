@@ -9,8 +9,8 @@ import math
 import secrets
 import time
 import zlib
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -392,6 +392,11 @@ def concatenated(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
+def full_levels(levels: Iterable[int]) -> list[int]:
+    """The levels (lowest first) that hold enough segments to be merged."""
+    return sorted(level for level, n in Counter(levels).items() if n >= MERGE_FANOUT)
+
+
 def due_segments(view: View, force: bool) -> list[Segment]:
     """The segments to merge next: every live one (``force``), a full level, or a segment
     whose chunks are mostly deleted."""
@@ -400,9 +405,8 @@ def due_segments(view: View, force: bool) -> list[Segment]:
     by_level: dict[int, list[Segment]] = {}
     for s in view.segments:
         by_level.setdefault(s.level, []).append(s)
-    for level in sorted(by_level):
-        if len(by_level[level]) >= MERGE_FANOUT:
-            return by_level[level][:MERGE_FANOUT * 2]
+    for level in full_levels(s.level for s in view.segments):
+        return by_level[level][:MERGE_FANOUT * 2]
     for s in view.segments:
         mask = view.dead.get(s.key)
         if mask is not None and mask.sum() > EXPUNGE_DEAD_RATIO * s.n:
