@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+import surrealdocs.parts.chunk as chunk_module
 from surrealdocs import Settings
-from surrealdocs.parts.chunk import LONG_LINE, Chunk, chunk_text, pieces
+from surrealdocs.parts.chunk import LONG_LINE, LONG_TEXT, Chunk, chunk_text, pieces
 from surrealdocs.parts.extract import Extracted, extract_file
 
 WORDS = ("Brücke", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "naïve")
@@ -64,6 +65,36 @@ def test_text_without_long_lines_is_chunked_in_one_call() -> None:
     assert pieces(text, 10**9) == [(0, len(text))]
     chunks = chunk_text(text, max_chars=500, overlap=50)
     assert_cover(text, chunks, 500)
+
+
+def test_a_long_text_is_chunked_in_pieces_like_one_call(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(7)
+    paragraphs, size = [], 0
+    while size < 2.5 * LONG_TEXT:
+        words = [rng.choice(WORDS) + ("." if rng.random() < 0.1 else "")
+                 for _ in range(rng.randint(20, 160))]
+        paragraphs.append(" ".join(words))
+        size += len(paragraphs[-1]) + 2
+    text = "\n\n".join(paragraphs)
+    calls: list[int] = []
+    original = chunk_module._chunk_pieces
+
+    def counting(texts: list[str], max_chars: int, overlap: int) -> list[object]:
+        calls.append(len(texts))
+        return original(texts, max_chars, overlap)
+
+    monkeypatch.setattr(chunk_module, "_chunk_pieces", counting)
+    chunks = chunk_text(text, max_chars=800, overlap=100)
+    assert calls == [3]  # three pieces, one parallel batch
+    assert_cover(text, chunks, 800)
+    # away from the two cuts, the chunks are those of one call
+    monkeypatch.setattr(chunk_module, "LONG_TEXT", 10**9)
+    whole = chunk_text(text, max_chars=800, overlap=100)
+    assert calls == [3, 1]
+    shared = {(c.char_start, c.char_end) for c in chunks} & {
+        (c.char_start, c.char_end) for c in whole}
+    assert len(shared) >= len(whole) - 10 and abs(len(chunks) - len(whole)) <= 4
 
 
 def test_pieces_cut_at_the_best_boundary() -> None:

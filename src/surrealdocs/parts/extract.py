@@ -21,6 +21,7 @@ from ..errors import ConfigurationError
 from .boilerplate import running_lines, texts_of
 from .chunk import (
     LONG_LINE,
+    LONG_TEXT,
     Chunk,
     assign_context,
     assign_pages,
@@ -402,10 +403,12 @@ async def _extract_data(data: bytes, claimed: str | None, source: str, settings:
         return ExtractFailure(source, plan)
     mime, payload = plan.mime, plan.data
     html = mime == "text/html"
-    # Text with very long lines is chunked by chunk_text, in pieces: kreuzberg's chunker is
-    # quadratic in a line's length (see chunk.LONG_LINE). HTML may get another text.
+    # Text with very long lines, or a long plain text, is chunked by chunk_text, in pieces:
+    # kreuzberg's chunker is quadratic in a line's length and slower than a text's length
+    # (see chunk.LONG_LINE and chunk.LONG_TEXT). HTML may get another text.
     own_chunks = settings.chunked and _family(mime) == "text" and (
-        html or longest_line(payload) > LONG_LINE)
+        html or longest_line(payload) > LONG_LINE
+        or (mime == "text/plain" and len(payload) > LONG_TEXT))
     # A PDF's pages may have running headers and footers, which no chunk may hold: its text
     # is chunked once they are known (chunked inline, it was chunked twice when it had any).
     paged = settings.chunked and settings.strip_running_lines and mime == "application/pdf"
