@@ -110,6 +110,26 @@ def small_settings() -> Settings:
                     insert_batch_size=5)
 
 
+async def test_stop_words_count_in_lengths_but_have_no_postings(small_settings):
+    rng = random.Random(5)
+    texts = {f"stop{i}.txt": " ".join(rng.choice(["the", "of", "and", "is"])
+                                      if rng.random() < 0.4 else rng.choice(WORDS[:40])
+                                      for _ in range(rng.randint(5, 40)))
+             for i in range(30)}
+    texts["owned.txt"] = "They owned the quhouse for years."
+    texts["own.txt"] = "It was their own quhouse."
+    async with await KnowledgeBase.open(settings=small_settings) as kb:
+        await kb.ingest_texts(texts)
+        text = _index(kb)
+        live = await text.live_postings()
+        assert not any(term in ("the", "of", "and", "is") for counts in live.values()
+                       for term in counts)
+        assert live == await text.expected_postings()
+        await _agrees(kb)  # the brute force counts stop words in every chunk's length
+        # a query cannot hold a stop word, so "owning" finds "owned" but not "own"
+        assert [h.source for h in await kb.search("owning", mode="text")] == ["owned.txt"]
+
+
 async def test_scores_equal_brute_force_through_writes_deletes_merges(small_settings):
     async with await KnowledgeBase.open(settings=small_settings) as kb:
         await kb.ingest_texts(_corpus(1, 30))

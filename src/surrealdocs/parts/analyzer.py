@@ -55,6 +55,11 @@ class Analyzer:
     def terms_of_words(self, words: list[str]) -> list[str]:
         return [t for t in self.term_of_each(words) if t]
 
+    def indexed_terms(self, text: str) -> list[str]:
+        """The terms of a text that the index keeps postings of: those of its words that a
+        query can hold (queries drop :data:`STOP_WORDS`)."""
+        return self.terms_of_words([w for w in self.words(text) if w not in STOP_WORDS])
+
     def term_of_each(self, words: list[str]) -> list[str]:
         """The term of each word, in order ("" for a word that gives none: a word is
         analysed alone, so a vocabulary's words can be analysed once each)."""

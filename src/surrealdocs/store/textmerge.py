@@ -373,7 +373,7 @@ class TextIndexMaintenance:
         out = {}
         for row in rows or []:
             counts: dict[str, int] = {}
-            for term in self.index.analyzer.terms(str(row.get("content") or "")):
+            for term in self.index.analyzer.indexed_terms(str(row.get("content") or "")):
                 counts[term] = counts.get(term, 0) + 1
             out[str(row["id"].id)] = counts
         return out

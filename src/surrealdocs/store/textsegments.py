@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..parts.analyzer import Analyzer
+from ..parts.analyzer import STOP_WORDS, Analyzer
 from .segmentvectors import (
     VectorSet,
     pack,
@@ -120,6 +120,10 @@ class Built:
         return out
 
 
+NO_TERM = -1  # a word that gives no term
+STOP_TERM = -2  # a stop word: counted in the length, not indexed
+
+
 def build(key: str, keys: list[str], documents: list[Any], texts: Sequence[str],
           analyzer: Analyzer, vectors: Sequence[Any] | None = None) -> Built:
     """The segment of these chunks (each its own origin: they are written now)."""
@@ -143,15 +147,20 @@ def build_with_origins(key: str, keys: list[str], documents: list[Any] | None,
         words = analyzer.words(text)
         word_counts[i] = len(words)
         ids += [word_ids.setdefault(w, len(word_ids)) for w in words]
+    # A stop word counts in its chunk's length but has no postings: no query holds one
+    # (a third of English text's postings, never read).
     vocabulary: dict[str, int] = {}
-    term_of_word = np.array([vocabulary.setdefault(t, len(vocabulary)) if t else -1
-                             for t in analyzer.term_of_each(list(word_ids))], dtype=np.int64)
+    words = list(word_ids)
+    term_of_word = np.array(
+        [NO_TERM if not t else STOP_TERM if w in STOP_WORDS else
+         vocabulary.setdefault(t, len(vocabulary))
+         for w, t in zip(words, analyzer.term_of_each(words))], dtype=np.int64)
     term_of = term_of_word[np.array(ids, dtype=np.int64)]
     ords = np.repeat(np.arange(n, dtype=np.int64), word_counts)
+    lengths = np.bincount(ords[term_of != NO_TERM], minlength=n).astype(np.int64)
     kept = term_of >= 0
-    if not kept.all():  # words that give no term
+    if not kept.all():
         term_of, ords = term_of[kept], ords[kept]
-    lengths = np.bincount(ords, minlength=n).astype(np.int64)
     origins = list(dict.fromkeys(origin_of))
     code = {o: i for i, o in enumerate(origins)}
     built = collapse(key, keys, documents, lengths, origins,
