@@ -96,8 +96,10 @@ class DocumentWriter:
                 await self._wait_or_take_over(doc_id, state.idle_seconds)
                 continue
             if plan is None:
+                # a source with no record when the ingest began has no version to move
+                # chunks from (one written meanwhile is replaced whole, as after retries)
                 plan = await self._plan(key, doc, doc_id, known,
-                                        moves=stale < STALE_RETRIES)
+                                        moves=previous is not None and stale < STALE_RETRIES)
                 embedded += plan.embedded
             async with self.store.write_lock:
                 if plan.moves and await documents.sole_source_document(key) != \
