@@ -227,11 +227,8 @@ class Ingestor:
         # the other core idles (longest-processing-time-first). Results keep the given order.
         sizes = await asyncio.to_thread(_sizes, sources)
         order = sorted(range(len(sources)), key=lambda i: -sizes[i])
-        done = await all_or_cancel([one(sources[i]) for i in order])
-        results: list[FileResult] = [None] * len(sources)  # type: ignore[list-item]
-        for i, result in zip(order, done):
-            results[i] = result
-        return results
+        done = dict(zip(order, await all_or_cancel([one(sources[i]) for i in order])))
+        return [done[i] for i in range(len(sources))]
 
     async def _ingest_one(self, src: _Source, previous: dict[str, Any] | None, force: bool,
                           retry_failed: bool) -> FileResult:
@@ -317,6 +314,7 @@ class Ingestor:
                 f"the text has {len(chunks)} chunks; the limit is"
                 f" {settings.max_chunks_per_document} (SURREALDOCS_MAX_CHUNKS_PER_DOCUMENT)")
         return chunks
+
 
 def _sizes(sources: Sequence[_Source]) -> list[int]:
     """Each source's size in bytes, as far as it is known before reading (0 if not)."""

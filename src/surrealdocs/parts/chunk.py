@@ -256,8 +256,9 @@ def chunk_text(text: str, max_chars: int = 800, overlap: int = 100, *,
     quadratic, and a longer text slower than its length, so such text is cut into pieces
     first (:func:`pieces`), at paragraph, line, sentence or word boundaries, each piece
     starting ``overlap`` characters before the previous one ended; the pieces are chunked
-    in one parallel batch. ``skip``: sorted, disjoint spans no chunk may hold (running headers and
-    footers); the text between them is chunked apart. Spans always index ``text``.
+    in one parallel batch. ``skip``: sorted, disjoint spans no chunk may hold (running
+    headers and footers); the text between them is chunked apart. Spans always index
+    ``text``.
     """
     if not text.strip():
         return []
