@@ -400,8 +400,7 @@ class TextIndex:
     async def _scanning(self, dimension: int, use: Callable[[View, dict[str, VectorSet]], T],
                         *, recent: bool = False) -> T | None:
         """``use(view, vector sets)`` where a scan of queries of ``dimension`` can answer
-        (``recent``: on the last view read, if this process wrote nothing since and its
-        vectors are all held: it reads nothing)."""
+        (``recent``: the last view, if nothing was written here since and its vectors held)."""
         if self.vector_table is None or self.settings.hnsw_distance not in SCANNED_DISTANCES:
             return None
 
