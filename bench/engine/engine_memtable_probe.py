@@ -1,6 +1,6 @@
 """Whether the embedded engine takes a SurrealKV memtable size from the store's URL.
 
-    python bench/engine_memtable_probe.py [DIR]
+    python bench/engine/engine_memtable_probe.py [DIR]
 
 SurrealDB 3 reads SurrealKV's sizes (``surrealkv_max_memtable_size``,
 ``surrealkv_block_cache_capacity``, ...) from a configuration map, and sizes them from the
@@ -13,6 +13,7 @@ flushed to SSTables many times over; none at all means the setting did not reach
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import subprocess
@@ -42,11 +43,15 @@ async def write(url: str, directory: Path) -> str:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        directory = Path(sys.argv[2])
-        print(asyncio.run(write(f"surrealkv://{directory}", directory)), flush=True)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dir", nargs="?", type=Path,
+                        help="a new folder for the three stores (default: a temporary one)")
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        print(asyncio.run(write(f"surrealkv://{args.child}", args.child)), flush=True)
         os._exit(0)
-    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="memtable-"))
+    root = args.dir or Path(tempfile.mkdtemp(prefix="memtable-"))
     plain, query = root / "plain", root / "query"
     print(asyncio.run(write(f"surrealkv://{plain}", plain)), flush=True)
     print(asyncio.run(write(f"surrealkv://{query}?surrealkv_max_memtable_size=1048576", query)),
