@@ -27,6 +27,8 @@ class ChatServer:
     pause: float = 0.0  # seconds between streamed pieces (a slow model)
     aborted: int = 0  # streams whose client went away before the end
     models: tuple[str, ...] = ("tiny",)
+    echo_key: bool = False  # refuse with 401, quoting the key sent in other forms
+
 
     def prompt(self) -> str:
         """The user message of the last request."""
@@ -45,6 +47,13 @@ def chat_server() -> Iterator[ChatServer]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             state.requests.append(body)
             state.headers.append(dict(self.headers))
+            if state.echo_key:
+                import base64
+                key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                quoted = (f"bad key {key.lower()} / {key.upper()} / "
+                          f"{base64.b64encode(('Authorization: Bearer ' + key).encode()).decode()}")
+                self._send(401, "application/json", json.dumps({"error": quoted}).encode())
+                return
             if state.busy > 0:
                 state.busy -= 1
                 self._send(429, "application/json", b'{"error": "slow down"}',

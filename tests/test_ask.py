@@ -151,7 +151,7 @@ def test_the_http_api_answers_with_citations(tmp_path: Any, server: ChatServer,
     monkeypatch.setenv("SURREALDOCS_LLM", "openai:tiny")
     monkeypatch.setenv("SURREALDOCS_LLM_BASE_URL", server.url + "/v1")
     server.reply = "Storks build nests on chimneys [1]."
-    with served(tmp_path, "--db", str(tmp_path / "db")) as (proc, url):
+    with served(tmp_path, "--db", str(tmp_path / "db"), "--llm-allow", "huge") as (proc, url):
         wait_ready_process(proc, url)
         assert httpx.post(url + "/v1/texts", json={"texts": [
             {"source": s, "text": t} for s, t in TEXTS.items()]}, timeout=60).status_code == 200
@@ -162,9 +162,14 @@ def test_the_http_api_answers_with_citations(tmp_path: Any, server: ChatServer,
         assert answer["citations"][0]["source"] == "note://storks"
         assert len(answer["passages"]) <= 2
         refused = httpx.post(url + "/v1/ask", json={"question": "x", "llm": "openai:huge"},
-                             timeout=60)
+                             timeout=60)  # allowed, but the chat server does not know it
         assert refused.status_code == 502
         assert refused.json()["error"]["code"] == "chat_model_error"
+        for other in ("openai:most-expensive", "gpt-4-32k", "ollama:tiny"):
+            forbidden = httpx.post(url + "/v1/ask", json={"question": "x", "llm": other},
+                                   timeout=60)
+            assert forbidden.status_code == 403, other
+            assert forbidden.json()["error"]["code"] == "forbidden"
 
         # streamed: the passages, the text as it comes, then the checked answer
         events: list[tuple[str, Any]] = []
@@ -184,7 +189,7 @@ def test_the_http_api_answers_with_citations(tmp_path: Any, server: ChatServer,
         assert events[-1][1]["citations"][0]["source"] == events[0][1][0]["source"]
         no_model = httpx.post(url + "/v1/ask", timeout=60, json={
             "question": "x", "stream": True, "llm": "nothing"})
-        assert no_model.status_code == 422 and "openai:MODEL" in no_model.text
+        assert no_model.status_code == 403 and "serve --llm-allow" in no_model.text
 
         # the command line through the server that holds the store
         through = CliRunner().invoke(app, ["ask", "Where do storks nest?", "--mode", "text",
@@ -359,3 +364,65 @@ async def test_the_mcp_ask_tool_answers_with_citations(kb: KnowledgeBase,
     kb.settings = kb.settings.replace(llm="")
     async with Client(build_mcp_server(kb)) as client:  # no model: no ask tool
         assert "ask" not in {t.name for t in (await client.list_tools()).tools}
+
+
+def test_a_client_of_the_server_never_moves_its_chat_key(tmp_path: Any, server: ChatServer,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """A key holder naming another provider or model in /v1/ask is refused; the server's
+    chat key goes to its configured address only (a listener where Ollama would be hears
+    nothing)."""
+    pytest.importorskip("fastapi")
+    import httpx
+
+    from server_helpers import served, wait_ready_process
+
+    monkeypatch.setenv("SURREALDOCS_LLM", "openai:tiny")
+    monkeypatch.delenv("SURREALDOCS_LLM_BASE_URL", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+    monkeypatch.setenv("SURREALDOCS_LLM_API_KEY", "sk-operator-secret-123456")
+    with chat_server() as listener:  # where a request naming Ollama would have gone
+        monkeypatch.setenv("OLLAMA_HOST", listener.url)
+        with served(tmp_path, "--db", str(tmp_path / "db")) as (proc, url):
+            wait_ready_process(proc, url)
+            assert httpx.post(url + "/v1/texts", json={"texts": [
+                {"source": s, "text": t} for s, t in TEXTS.items()]},
+                timeout=60).status_code == 200
+            for llm in ("ollama:whatever", "openai:gpt-4-32k-most-expensive", "ollama:tiny"):
+                for stream in (False, True):
+                    answer = httpx.post(url + "/v1/ask", timeout=60, json={
+                        "question": "Where do storks nest?", "llm": llm, "stream": stream})
+                    assert answer.status_code == 403, (llm, answer.text)
+            assert listener.requests == []
+            ok = httpx.post(url + "/v1/ask", timeout=60, json={
+                "question": "Where do storks nest?", "llm": "openai:tiny", "mode": "text"})
+            assert ok.status_code == 200, ok.text
+            assert server.headers[-1]["Authorization"] == "Bearer sk-operator-secret-123456"
+
+
+def test_the_chat_key_goes_only_with_its_own_provider(server: ChatServer) -> None:
+    from surrealdocs.chat import chat_model
+
+    settings = Settings(db="mem://", llm="openai:tiny", llm_base_url=server.url + "/v1",
+                        llm_api_key="sk-operator-secret-123456")
+    assert chat_model(None, settings, env={}).options.api_key == "sk-operator-secret-123456"
+    elsewhere = settings.replace(llm_base_url=None)
+    env = {"OPENAI_BASE_URL": server.url + "/v1", "OLLAMA_HOST": "127.0.0.1:9"}
+    assert chat_model("openai:huge", elsewhere, env=env).options.api_key is not None
+    other = chat_model("ollama:tiny", elsewhere, env=env)
+    assert other.options.api_key is None and "127.0.0.1:9" in str(other.url)
+    same = chat_model("ollama:tiny", settings, env=env)  # the configured address: its key
+    assert same.options.api_key == "sk-operator-secret-123456"
+
+
+async def test_a_key_echoed_by_the_chat_server_is_masked_in_every_form(
+        kb: KnowledgeBase, server: ChatServer) -> None:
+    server.echo_key = True
+    with pytest.raises(ChatModelError) as failed:
+        await kb.ask("Where do storks nest?")
+    message = str(failed.value)
+    assert "refused the API key" in message and "***" in message
+    import base64
+    for form in ("sk-secret-key", "SK-SECRET-KEY", "secret-key",
+                 base64.b64encode(b"Authorization: Bearer sk-secret-key").decode()[24:40]):
+        assert form.lower() not in message.lower(), form

@@ -299,6 +299,32 @@ def test_an_upload_with_a_taken_name_is_a_new_document(tmp_path: Path) -> None:
         assert_error(r, 422, "invalid_parameter")
 
 
+def test_concurrent_uploads_of_one_name_each_keep_their_own_source(tmp_path: Path) -> None:
+    """Ten uploads of ``same.md`` with other bytes, all at once: ten sources, each reply
+    naming the one it got, each text found by its own word (8 of 10 were replaced)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    birds = ["kingfisher", "dipper", "heron", "grebe", "egret", "bittern", "avocet",
+             "curlew", "lapwing", "plover"]
+    with serve(tmp_path) as server:
+        def send(bird: str) -> dict[str, Any]:
+            r = server.client.post("/v1/uploads", files=[
+                ("files", ("same.md", f"# Same\n\nThe {bird} was seen.".encode()))])
+            assert r.status_code == 202, r.text
+            return dict(r.json())
+
+        with ThreadPoolExecutor(len(birds)) as pool:
+            replies = list(pool.map(send, birds))
+        for reply in replies:
+            assert server.wait_job(reply["job"]["id"])["status"] == "done"
+        names = [reply["files"][0]["source"] for reply in replies]
+        assert len(set(names)) == len(birds), names
+        assert sum("renamed_from" in reply["files"][0] for reply in replies) == len(birds) - 1
+        for bird, name in zip(birds, names):
+            assert _found(server, bird) == [name]
+        assert server.client.get("/v1/stats").json()["documents"] == len(birds)
+
+
 def test_writes_into_a_new_notebook_name_make_it_as_every_face_does(tmp_path: Path) -> None:
     """The README's upload into ?notebook=Research answered 404 (the CLI's add made it)."""
     with serve(tmp_path) as server:

@@ -25,6 +25,10 @@ class InvalidIdentifierError(ConfigurationError):
     """A table, index or analyzer name is not a safe SurrealQL identifier."""
 
 
+class ForbiddenError(SurrealDocsError, PermissionError):
+    """What the caller may not do or choose (a server's client choosing its chat model)."""
+
+
 class NotFoundError(SurrealDocsError, LookupError):
     """No notebook, source, document, note or job with that id or name."""
 

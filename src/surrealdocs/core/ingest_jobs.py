@@ -67,6 +67,9 @@ class IngestJobs:
         self.ingestor = ingestor
         self.notebooks = notebooks
         self.root = uploads_dir(settings)
+        # a name is chosen and its job queued as one step: two uploads of the same name at
+        # once must not both find it free
+        self._naming = asyncio.Lock()
         jobs.register(INGEST, self._run)
 
     def new_folder(self) -> Path:
@@ -116,6 +119,21 @@ class IngestJobs:
                                    "notebook": nb, "topics": topic_list, "force": bool(force),
                                    "retry_failed": bool(retry_failed)}
         return await self.jobs.submit(INGEST, payload=payload, start=start)
+
+    async def submit_named(self, files: Sequence[tuple[str, str, Path]], *, folder: Path,
+                           replace: bool = False, notebook: Any = None,
+                           topics: Sequence[str] = (), force: bool = False
+                           ) -> tuple[Job, list[str]]:
+        """Queue uploaded files, given as ``(wanted name, SHA-256, path)``, each under the
+        name :meth:`free_sources` gives it; the names are chosen and the job queued as one
+        step, whatever the concurrency. Returns the job and the names, in order."""
+        async with self._naming:
+            names = await self.free_sources([(name, digest) for name, digest, _ in files],
+                                            replace=replace)
+            job = await self.submit([(name, path) for name, (_, _, path) in zip(names, files)],
+                                    folder=folder, notebook=notebook, topics=topics,
+                                    force=force)
+        return job, names
 
     async def free_sources(self, files: Sequence[tuple[str, str]], *,
                            replace: bool = False) -> list[str]:

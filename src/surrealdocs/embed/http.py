@@ -28,6 +28,7 @@ from ..config import Settings
 from ..errors import ConfigurationError, EmbeddingProviderError
 from ..parts.http_api import backoff, checked_base_url
 from ..parts.http_api import retry_after as server_wait
+from ..parts.secrets_mask import mask
 from .vectors import Vectors
 
 log = logging.getLogger(__name__)
@@ -321,8 +322,7 @@ class HTTPEmbedder:
         return f": {text}" if text else ""
 
     def _scrub(self, text: str) -> str:
-        key = self.options.api_key
-        return text.replace(key, "***") if key else text
+        return mask(text, [self.options.api_key])
 
     def _error(self, what: str, *, status: int | None = None) -> EmbeddingProviderError:
         return EmbeddingProviderError(

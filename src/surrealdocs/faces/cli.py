@@ -1058,6 +1058,9 @@ def serve(
                                    " to keys that may write")] = False,
     mcp_max_chars: Annotated[int, typer.Option(
         help="Most characters of one MCP tool result")] = 8000,
+    llm_allow: Annotated[list[str] | None, typer.Option(
+        "--llm-allow", help="A chat model of the same provider that a request to /v1/ask may"
+                            " pick besides SURREALDOCS_LLM (repeatable; none by default)")] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
     access_log: Annotated[bool, typer.Option(help="Log every request")] = True,
     *, store: StoreOptions,
@@ -1080,7 +1083,8 @@ def serve(
             host=host, port=port, cors_origins=tuple(cors_origin or ()),
             allowed_hosts=tuple(allowed_host or ()), max_file_bytes=parse_size(max_file_size),
             max_request_bytes=parse_size(max_request_size), max_files=max_files,
-            mcp_allow_writes=mcp_allow_writes, mcp_max_chars=mcp_max_chars)
+            mcp_allow_writes=mcp_allow_writes, mcp_max_chars=mcp_max_chars,
+            llm_allow=tuple(llm_allow or ()))
     except SurrealDocsError as exc:
         _fail(str(exc))
     # off loopback, refuse before listening rather than after

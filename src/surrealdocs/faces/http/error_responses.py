@@ -25,6 +25,7 @@ from ...errors import (
     DimensionMismatchError,
     EmbeddingModelMismatchError,
     EmbeddingProviderError,
+    ForbiddenError,
     ModelUnavailableError,
     NotFoundError,
     SchemaMismatchError,
@@ -38,6 +39,7 @@ log = logging.getLogger("surrealdocs.faces.http")
 # surrealdocs errors → (status, code), most specific first
 ERROR_STATUS: tuple[tuple[type[SurrealDocsError], int, str], ...] = (
     (NotFoundError, 404, "not_found"),
+    (ForbiddenError, 403, "forbidden"),
     (AlreadyExistsError, 409, "conflict"),
     (DimensionMismatchError, 422, "invalid_vector"),
     (ConfigurationError, 422, "invalid_parameter"),

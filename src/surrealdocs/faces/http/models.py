@@ -91,8 +91,10 @@ class AskBody(_Strict):
     """A question for ``kb.ask``: the passages are found as a search with these filters."""
 
     question: str = Field(..., min_length=1, max_length=4000, description="The question")
-    llm: str | None = Field(None, description="openai:MODEL or ollama:MODEL (default: the"
-                                              " server's SURREALDOCS_LLM)")
+    llm: str | None = Field(None, max_length=200, description=(
+        "A chat model the server allows (its SURREALDOCS_LLM, or one of serve --llm-allow),"
+        " by name; default: the server's own. Its provider, address and key stay the"
+        " server's"))
     passages: int | None = Field(None, ge=1, le=50, description="Passages given to the model")
     mode: Mode = "hybrid"
     source: str | None = None

@@ -17,7 +17,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
-from ...chat import chat_model
+from ...chat import allowed_model, chat_model
 from ...core.job_runner import JOB_STATUSES, Job
 from ...core.kb import KnowledgeBase
 from ...core.reader import MAX_OFFSET
@@ -94,6 +94,7 @@ async def info(request: Request, state: State) -> dict[str, Any]:
     if out["authenticated"]:
         out["model"] = state.kb.embedder.name if state.kb.embedder else None
         out["llm"] = state.kb.settings.llm or None  # the chat model of ask, if one is set
+        out["llm_allowed"] = list(state.config.llm_allow) if out["llm"] else []
     return out
 
 
@@ -146,14 +147,12 @@ async def upload(request: Request, response: Response, who: Writer, state: State
         if notebook is not None:  # a name no notebook has makes one, as in every face
             notebook = id_text((await kb.notebooks.for_writing(notebook)).id)
         replace = replace or _flag(_one(fields, "replace", None), "replace")
-        names = await kb.ingest_jobs.free_sources(
-            [(f.source, f.sha256) for f in received.files], replace=replace)
+        job, names = await kb.ingest_jobs.submit_named(
+            [(f.source, f.sha256, f.path) for f in received.files], folder=folder,
+            replace=replace, notebook=notebook, topics=topics, force=force)
         for f, name in zip(received.files, names):
             if name != f.source:
                 f.renamed_from, f.source = f.source, name
-        job = await kb.ingest_jobs.submit(
-            [(f.source, f.path) for f in received.files], folder=folder, notebook=notebook,
-            topics=topics, force=force)
     except BaseException:  # (not awaited: this may be a cancellation)
         _remove(folder)
         raise
@@ -224,6 +223,9 @@ async def search_post(q: SearchBody, who: Reader, state: State) -> dict[str, Any
                               "description": "With stream: events passages, text, answer"}})
 async def ask(body: AskBody, request: Request, who: Reader, state: State) -> Any:
     kb = state.require()
+    # the model is the operator's: a request picks among the allowed ones, never a provider
+    body = body.model_copy(update={
+        "llm": allowed_model(body.llm, kb.settings, state.config.llm_allow)})
     search = SearchRequest(
         body.question, mode=body.mode, limit=body.passages or kb.settings.ask_passages,
         source=body.source, mime_type=body.mime_type, notebook=body.notebook,

@@ -75,6 +75,8 @@ class ServeConfig:
     # the MCP endpoint (/mcp/): its write tools (for keys that may write), its result size
     mcp_allow_writes: bool = False
     mcp_max_chars: int = 8000
+    # chat models a request to /v1/ask may pick besides settings.llm (same provider)
+    llm_allow: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("max_file_bytes", "max_request_bytes", "max_files"):
