@@ -28,6 +28,7 @@ class ChatServer:
     aborted: int = 0  # streams whose client went away before the end
     models: tuple[str, ...] = ("tiny",)
     echo_key: bool = False  # refuse with 401, quoting the key sent in other forms
+    raw: bytes | None = None  # answer 200 with these bytes, whatever was asked
 
 
     def prompt(self) -> str:
@@ -47,6 +48,9 @@ def chat_server() -> Iterator[ChatServer]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             state.requests.append(body)
             state.headers.append(dict(self.headers))
+            if state.raw is not None:
+                self._send(200, "application/json", state.raw)
+                return
             if state.echo_key:
                 import base64
                 key = self.headers.get("Authorization", "").removeprefix("Bearer ")

@@ -37,6 +37,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os._exit(_exit_status)
 
 
+# what a developer's shell may hold that would send a test elsewhere (SURREALDOCS_SERVER
+# sends the CLI to a server; a model or a provider's address changes every search)
+_ISOLATED = ("SURREALDOCS_", "OPENAI_", "OLLAMA_HOST")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts without the surrealdocs and provider variables of the shell that
+    runs it (but the test suite's own ``SURREALDOCS_TEST_*``)."""
+    for name in list(os.environ):
+        if name.startswith(_ISOLATED) and not name.startswith("SURREALDOCS_TEST_"):
+            monkeypatch.delenv(name)
+
+
 def shared_docs() -> Path:
     if not SHARED_DOCS.is_dir():
         pytest.skip("../shared/data/documents is not present")

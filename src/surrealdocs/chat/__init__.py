@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,8 +36,9 @@ HOW_TO_SET = (
 class ChatOptions:
     base_url: str
     api_key: str | None = field(default=None, repr=False)
-    timeout: float = 120.0
+    timeout: float = 120.0  # for the connection and between two pieces of the answer
     retries: int = 3
+    deadline: float = 600.0  # for the whole answer: a model that never ends is stopped
     backoff: float = 0.5
 
 
@@ -79,6 +81,8 @@ class ChatModel:
         if self.options.api_key:
             headers["Authorization"] = f"Bearer {self.options.api_key}"
         timeout = httpx.Timeout(self.options.timeout, connect=min(10.0, self.options.timeout))
+        deadline = time.monotonic() + self.options.deadline
+        yielded = False
         async with httpx.AsyncClient(timeout=timeout) as client:
             attempt = 0
             while True:
@@ -92,19 +96,36 @@ class ChatModel:
                                 raise _Retry(failure, retry_after(response))
                             raise ChatModelError(f"{self.where} {failure}")
                         async for line in response.aiter_lines():
+                            if time.monotonic() > deadline:
+                                raise ChatModelError(
+                                    f"{self.where} did not finish its answer within"
+                                    f" {self.options.deadline:g} s")
                             if not line.strip():
                                 continue
-                            text, done = self.pieces(line)
+                            try:
+                                text, done = self.pieces(line)
+                            except Malformed as exc:
+                                raise ChatModelError(
+                                    f"{self.where} answered in a shape that is not its"
+                                    f" API's ({mask(str(exc), [self.options.api_key])})"
+                                ) from None
                             if text:
+                                yielded = True
                                 yield text
                             if done:
                                 return
+                        if not yielded:
+                            raise ChatModelError(f"{self.where} ended its answer without"
+                                                 " any text")
                         return
                 except _Retry as retry:
                     failure, wait = str(retry), retry.after
                 except (httpx.TimeoutException, httpx.TransportError) as exc:
+                    if yielded:  # part of the answer is out: asking again would repeat it
+                        raise ChatModelError(f"{self.where} stopped in the middle of its"
+                                             f" answer ({type(exc).__name__})") from None
                     failure, wait = f"cannot be reached ({type(exc).__name__})", None
-                if attempt >= self.options.retries:
+                if attempt >= self.options.retries or time.monotonic() > deadline:
                     raise ChatModelError(f"{self.where} {failure}, after {attempt + 1}"
                                          f" attempt{'s' if attempt else ''}")
                 await asyncio.sleep(min(wait, MAX_BACKOFF) if wait is not None else backoff(
@@ -129,16 +150,31 @@ class OpenAIChat(ChatModel):
         return base.copy_with(path=base.path.rstrip("/") + "/chat/completions")
 
     def pieces(self, line: str) -> tuple[str, bool]:
-        if not line.startswith("data:"):
+        if line.startswith(":"):  # a server-sent events comment (a keep-alive)
             return "", False
-        data = line[5:].strip()
-        if data == "[DONE]":
-            return "", True
+        if line.startswith("data:"):
+            data = line[5:].strip()
+            if data == "[DONE]":
+                return "", True
+        else:
+            data = line.strip()  # a server that answered without streaming: one JSON body
         try:
-            choice = (json.loads(data).get("choices") or [{}])[0]
-        except (ValueError, AttributeError):
+            body = json.loads(data)
+        except ValueError:
+            raise Malformed(f"a line that is not JSON: {line[:80]!r}") from None
+        if not isinstance(body, dict):
+            raise Malformed(f"JSON that is not an object: {data[:80]!r}")
+        if "error" in body:
+            raise Malformed(f"an error: {str(body['error'])[:200]}")
+        choices = body.get("choices")
+        if choices == [] and "usage" in body:  # the closing usage report
             return "", False
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise Malformed(f"no choices in the answer: {data[:80]!r}")
+        choice = choices[0]
         delta = choice.get("delta") or choice.get("message") or {}
+        if not isinstance(delta, dict) or not isinstance(delta.get("content") or "", str):
+            raise Malformed(f"a choice without text: {data[:80]!r}")
         return str(delta.get("content") or ""), choice.get("finish_reason") is not None
 
 
@@ -155,9 +191,19 @@ class OllamaChat(ChatModel):
         try:
             body = json.loads(line)
         except ValueError:
-            return "", False
+            raise Malformed(f"a line that is not JSON: {line[:80]!r}") from None
+        if not isinstance(body, dict):
+            raise Malformed(f"JSON that is not an object: {line[:80]!r}")
+        if "error" in body:
+            raise Malformed(f"an error: {str(body['error'])[:200]}")
         message = body.get("message") or {}
+        if not isinstance(message, dict) or not isinstance(message.get("content") or "", str):
+            raise Malformed(f"a message without text: {line[:80]!r}")
         return str(message.get("content") or ""), bool(body.get("done"))
+
+
+class Malformed(Exception):
+    """The server answered, but not in its API's shape."""
 
 
 class _Retry(Exception):

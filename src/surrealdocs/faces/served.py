@@ -18,7 +18,9 @@ from ..core.search_request import SearchRequest
 from ..errors import ConfigurationError, NotFoundError, StoreError
 from ..parts.results import Document, Forgotten, Hit, Stats, jsonable
 
-TIMEOUT = httpx.Timeout(300.0, connect=10.0)
+TIMEOUT = httpx.Timeout(60.0, connect=10.0)  # a search, a page of documents, a delete
+ANSWER_TIMEOUT = httpx.Timeout(300.0, connect=10.0)  # between two pieces of a streamed answer
+HELLO_TIMEOUT = httpx.Timeout(10.0)  # /v1/info answers at once, or this is not a server
 
 
 class ServedKnowledgeBase:
@@ -34,7 +36,31 @@ class ServedKnowledgeBase:
         self._client = httpx.AsyncClient(base_url=url, headers=headers, timeout=TIMEOUT)
 
     async def __aenter__(self) -> ServedKnowledgeBase:
+        try:
+            await self._check()
+        except BaseException:
+            await self._client.aclose()
+            raise
         return self
+
+    async def _check(self) -> None:
+        """That the URL is a surrealdocs server's (its ``/v1/info`` says so)."""
+        not_ours = (f"{self.url} is not a surrealdocs server (its /v1/info does not answer"
+                    " as `surrealdocs serve` does): check --server / SURREALDOCS_SERVER")
+        try:
+            response = await self._client.get("/v1/info", timeout=HELLO_TIMEOUT)
+        except httpx.TimeoutException as exc:
+            raise StoreError(f"the server at {self.url} did not answer within"
+                             f" {HELLO_TIMEOUT.read:g} s ({type(exc).__name__})") from exc
+        except httpx.HTTPError as exc:
+            raise StoreError(f"cannot reach the server at {self.url}: {exc}") from exc
+        try:
+            info = response.json()
+        except ValueError:
+            raise ConfigurationError(not_ours) from None
+        if response.status_code != 200 or not isinstance(info, dict) \
+                or info.get("service") != "surrealdocs":
+            raise ConfigurationError(not_ours)
 
     async def __aexit__(self, *exc: object) -> None:
         await self._client.aclose()
@@ -62,7 +88,13 @@ class ServedKnowledgeBase:
                 raise ConfigurationError(f"{message}{hint}")
             raise StoreError(f"the server at {self.url} answered {response.status_code}:"
                              f" {message}")
-        return None if response.status_code == 204 else response.json()
+        if response.status_code == 204:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise StoreError(f"the server at {self.url} answered {method} {path} with"
+                             " something that is not JSON") from None
 
     async def search(self, request: SearchRequest) -> list[Hit]:
         body = {k: v for k, v in jsonable(request.__dict__).items() if v is not None}
@@ -111,7 +143,8 @@ class ServedKnowledgeBase:
         body.update(question=request.query or "", passages=request.limit, stream=True,
                     llm=llm)
         try:
-            async with self._client.stream("POST", "/v1/ask", json=body) as response:
+            async with self._client.stream("POST", "/v1/ask", json=body,
+                                           timeout=ANSWER_TIMEOUT) as response:
                 if response.status_code >= 400:
                     await response.aread()
                     await self._raise(response)
@@ -120,7 +153,11 @@ class ServedKnowledgeBase:
                     if line.startswith("event: "):
                         kind = line[7:]
                     elif line.startswith("data: ") and kind:
-                        value = json.loads(line[6:])
+                        try:
+                            value = json.loads(line[6:])
+                        except ValueError:
+                            raise StoreError(f"the server at {self.url} sent an answer that is"
+                                             " not JSON") from None
                         if kind == "answer":
                             return _answer(value)
                         if kind == "error":

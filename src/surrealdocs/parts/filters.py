@@ -46,6 +46,15 @@ class Filters:
         if self.source is not None:
             if not isinstance(self.source, str) or not self.source.strip():
                 raise ConfigurationError("the source filter must be a non-empty glob")
+            if len(self.source) > MAX_GLOB_CHARS:
+                raise ConfigurationError(
+                    f"the source filter is {len(self.source)} characters long; a glob may have"
+                    f" at most {MAX_GLOB_CHARS}")
+            wild = sum(self.source.count(c) for c in "*?[")
+            if wild > MAX_GLOB_WILDCARDS:
+                raise ConfigurationError(
+                    f"the source filter has {wild} wildcards; a glob may have at most"
+                    f" {MAX_GLOB_WILDCARDS}")
             glob_to_regex(self.source)  # refuses what cannot be a pattern
         if self.mime_type is not None:
             mimes = [self.mime_type] if isinstance(self.mime_type, str) else list(self.mime_type)
@@ -75,6 +84,12 @@ class Filters:
 def aware(value: dt.datetime) -> dt.datetime:
     """``value`` with a time zone (UTC when it had none)."""
     return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+
+
+# what a source glob may be: past these the engine's regex compiler refuses it (or takes
+# long); no source path needs more
+MAX_GLOB_CHARS = 1000
+MAX_GLOB_WILDCARDS = 100
 
 
 def glob_to_regex(pattern: str) -> str:

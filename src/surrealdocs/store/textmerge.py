@@ -32,6 +32,7 @@ from .textsegments import (
     concatenated,
     due_segments,
     full_levels,
+    holder_gone,
     new_segment_key,
 )
 
@@ -221,17 +222,34 @@ class TextIndexMaintenance:
             await self.index.store.run(self._drop_statements([Segment.of(r) for r in rows]))
 
     async def _take_lease(self) -> bool:
+        """Take the store's merge lease: free, expired, ours, or held by a process known to
+        be gone (its holder is taken over at once, not after the lease's 300 s)."""
         try:
+            (holder,) = await self.index.store.query(
+                "SELECT VALUE owner FROM ONLY $lease;", {"lease": self.index.lease_key},
+                read_only=True)
+            gone = holder if isinstance(holder, str) and self._gone(holder) else None
             await self.index.store.transaction(Statement(
                 "IF (SELECT VALUE until FROM ONLY $lease) > time::now()"
-                " AND (SELECT VALUE owner FROM ONLY $lease) != $owner"
+                " AND (SELECT VALUE owner FROM ONLY $lease) NOT IN [$owner, $gone]"
                 f" {{ THROW 'busy' }};"
                 " UPSERT $lease SET owner = $owner,"
                 f" until = time::now() + {LEASE_SECONDS}s RETURN NONE;",
-                {"lease": self.index.lease_key, "owner": self.index.owner}))
+                {"lease": self.index.lease_key, "owner": self.index.owner, "gone": gone}))
         except StoreError:  # held by another process, or two took it at once
             return False
         return True
+
+    def _gone(self, holder: str) -> bool:
+        """Whether the lease's holder is known to be gone: in a store only this process can
+        open (the embedded engine locks its files), any other holder; else one of this
+        machine whose process no longer runs."""
+        if holder == self.index.owner:
+            return False
+        store = self.index.store
+        if store.owned and store.embedded:
+            return True
+        return holder_gone(holder)
 
     async def _release_lease(self) -> None:
         with contextlib.suppress(StoreError):  # it expires anyway

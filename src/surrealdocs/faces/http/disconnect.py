@@ -2,7 +2,8 @@
 
 Starlette runs a handler to its end even when nobody waits for the answer, so a client that
 gave up on a slow search (and asked again) would leave its searches running. For reads
-(GET, HEAD, and POST ``/v1/search``, whose bodies are small and bounded by the body limit),
+(GET, HEAD, and POST ``/v1/search`` and ``/v1/ask``, whose bodies are small and bounded by
+the body limit; an abandoned question stops its request to the chat model),
 this middleware reads the request's messages into a queue the app reads from, keeps
 listening after the body, and cancels the handler on ``http.disconnect``. Writes are never
 cancelled this way: an ingest the client stopped waiting for still lands (or fails whole).
@@ -17,7 +18,8 @@ import logging
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("surrealdocs.faces.http")
-READ_POSTS = frozenset({"/v1/search"})
+# POSTs that only read (and ask, whose upstream model request must stop with its client)
+READ_POSTS = frozenset({"/v1/search", "/v1/ask"})
 
 
 class CancelOnDisconnect:

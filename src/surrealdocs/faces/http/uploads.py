@@ -10,6 +10,7 @@ which extraction goes by).
 
 from __future__ import annotations
 
+import email.message
 import hashlib
 import re
 import shutil
@@ -126,6 +127,23 @@ async def receive(request: Request, folder: Path, *, max_file_bytes: int,
     return state.upload
 
 
+def _filename(header: bytes, options: dict[bytes, bytes]) -> bytes | None:
+    """A part's file name: RFC 2231's ``filename*=charset'lang'percent-encoded`` (preferred,
+    as RFC 6266 says; the multipart parser leaves it out), else ``filename``; ``None`` for
+    a form field."""
+    if b"filename*" in header.lower():
+        message = email.message.Message()
+        message["content-disposition"] = header.decode("latin-1")
+        try:
+            name = message.get_filename()
+        except (LookupError, UnicodeError, ValueError) as exc:
+            raise ApiError(422, "invalid_parameter",
+                           f"a file name (filename*) cannot be decoded: {exc}") from exc
+        if name:
+            return name.encode("utf-8", "replace")
+    return options.get(b"filename")
+
+
 class _Parts:
     """The parser's callbacks: one part at a time, files written as they come."""
 
@@ -177,7 +195,10 @@ class _Parts:
         _, options = parse_options_header(
             self._headers.get(b"content-disposition", b""))
         name = options.get(b"name", b"").decode("utf-8", "replace")
-        filename = options.get(b"filename")
+        try:
+            filename = _filename(self._headers.get(b"content-disposition", b""), options)
+        except ApiError as exc:
+            self._fail(exc)
         if filename is None:
             if name not in FIELDS:
                 self._fail(ApiError(422, "invalid_parameter",
