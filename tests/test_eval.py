@@ -144,7 +144,7 @@ async def test_evaluate_end_to_end(tmp_path: Path) -> None:
     assert report.settings["model"] == "hashing-64"
     # what the vector leg used: the text index's codes; the graph with the engine's index
     assert report.settings["vector_index"] == "exact scan of int8 codes"
-    assert report.settings["relevance_sigmas"] == 2.0
+    assert report.settings["relevance_cutoff"] == 0.2  # the ranking is measured without it
     engine = await evaluate(root, settings=Settings(db="mem://", model="hashing-64",
                                                     text_index="engine"), modes=["vector"])
     assert engine.settings["vector_index"] == "graph + 5 pending (exact scan)"

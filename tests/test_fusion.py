@@ -133,7 +133,7 @@ async def test_ingest_texts_and_per_document_search(kb: KnowledgeBase) -> None:
                            fusion="rrf")
     assert [h.source for h in docs[:2]] == ["t://walrus", "t://seal"]
     docs = await kb.search("walruses", mode="hybrid", limit=2, per_document=True,
-                           fusion="minmax", candidates=5, text_weight=2.0)
+                           fusion="minmax", candidates=5, text_weight=2.0, cutoff=False)
     assert len(docs) == 2 and docs[0].text_rank == 1
 
     # a re-run changes nothing, and a source may not appear twice in one batch

@@ -132,14 +132,22 @@ async def check_read_tools(client: Client, max_chars: int) -> None:
     assert scoped["hits"] and {Path(h["source"]).name for h in scoped["hits"]} <= {
         "bm25.txt", "vector-indexes.md"}
     pdf = data(await client.call_tool("search", {
-        "query": "revenue", "mime_type": ["application/pdf"], "source": "*.pdf"}))
+        "query": "revenue", "mime_type": ["application/pdf"], "source": "*.pdf",
+        "cutoff": False}))
     assert pdf["hits"] and all(h["mime_type"] == "application/pdf" for h in pdf["hits"])
+    # nothing the documents hold: no hits, and a notice that says so
+    nothing = data(await client.call_tool("search", {"query": "recipe for banana bread"}))
+    assert nothing["hits"] == [] and "no passage looks relevant" in nothing["notice"]
+    assert "cutoff: false" in nothing["notice"]
+    weaker = data(await client.call_tool("search", {"query": "recipe for banana bread",
+                                                    "cutoff": False}))
+    assert weaker["hits"] and "notice" not in weaker
     assert data(await client.call_tool("search", {
         "query": "revenue", "created_after": "2999-01-01T00:00:00Z"}))["hits"] == []
     common = data(await client.call_tool("search", {"query": "The and the of"}))
     assert common["hits"] == [] and "common word (the, and, of)" in common["notice"]
     assert data(await client.call_tool("search", {
-        "query": "revenue", "created_before": "2999-01-01"}))["hits"]
+        "query": "BM25 ranking", "created_before": "2999-01-01"}))["hits"]
 
     # Errors are tool errors with their message, never tracebacks.
     assert "no notebook 'Nope'" in error(await client.call_tool(

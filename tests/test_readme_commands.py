@@ -53,6 +53,10 @@ def test_readme_commands_run_as_written(tmp_path: Path, monkeypatch: pytest.Monk
     shutil.copy(SAMPLES / "quarterly-report.pdf", papers / "old.pdf")
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "todo.md").write_text("# Todo\n\nRead about dense retrieval.\n")
+    (papers / "dmca.md").write_text(  # what the README's `ask` asks about
+        "# The DMCA\n\nSection 512 of the Digital Millennium Copyright Act (DMCA) limits the"
+        " liability of online service providers for copyright infringement by their users,"
+        " if they remove infringing material promptly once notified.\n")
     (papers / "drafts").mkdir()  # ingested with ./papers: what `delete --glob` finds
     (papers / "drafts" / "idea.md").write_text("A draft about attention.\n")
     monkeypatch.chdir(tmp_path)

@@ -1,18 +1,23 @@
-"""The default cut-off: a hit that no leg found relevant is not shown.
-
-A hit the BM25 leg did not find must be nearer to the query, by the real model, than the
-query's mean similarity to the store's chunks plus ``relevance_sigmas`` standard deviations.
-"""
+"""Know when nothing matches: a hit's score is the probability that it is relevant, from
+the query and the chunk alone, and the default cut-off on it leaves out what is probably
+not relevant, in every face (with a way to see the weaker matches)."""
 
 from __future__ import annotations
 
 import itertools
+import json
+import random
+from typing import Any
 
-import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 from surrealdocs import KnowledgeBase, Settings
+from surrealdocs.core.answer import NOTHING_FOUND
 from surrealdocs.embed import get_embedder
+from surrealdocs.errors import ConfigurationError
+from surrealdocs.faces.cli import app
+from surrealdocs.parts.relevance import BUNDLED, calibration_for, coverage
 
 PLACES = ["Lisbon", "Oslo", "Nairobi", "Lima", "Osaka", "Tunis", "Quebec", "Perth"]
 SUBJECTS = [
@@ -39,16 +44,14 @@ SUBJECTS = [
 ]
 KITTEN = "kitten://naps"
 KITTEN_TEXT = "My kitten naps on the couch for hours every afternoon."
-SOFA_FACTORY = "sofa://factory"
-SOFA_TEXT = "The sofa factory in Tampere reported higher quarterly earnings than expected."
-QUERY = "a cat sleeping on a sofa"
+OFF_TOPIC = ["recipe for banana bread", "how to repair a bicycle chain",
+             "symptoms of feline kidney disease"]
 
 
 def corpus() -> dict[str, str]:
     texts = {f"news://{i}": f"In {place}, the {subject}."
              for i, (place, subject) in enumerate(itertools.product(PLACES, SUBJECTS))}
     texts[KITTEN] = KITTEN_TEXT
-    texts[SOFA_FACTORY] = SOFA_TEXT
     return texts
 
 
@@ -57,65 +60,125 @@ def minilm():  # type: ignore[no-untyped-def]
     return get_embedder("all-minilm-l6-v2")
 
 
-async def test_hits_no_leg_found_relevant_are_cut(minilm) -> None:  # type: ignore[no-untyped-def]
+def test_coverage_is_the_share_of_the_querys_idf_the_chunk_holds() -> None:
+    weights = {"heron": 1, "fish": 1, "banana": 1}
+    idf = {"heron": 3.0, "fish": 1.0, "banana": 6.0}  # banana: in no chunk, the most
+    assert coverage(weights, idf, ["heron", "fish", "water"]) == pytest.approx(4 / 10)
+    assert coverage(weights, idf, ["water"]) == 0.0
+    assert coverage({}, idf, ["heron"]) == 0.0
+    # the bundled model's calibration: more evidence, more likely relevant
+    assert BUNDLED.probability(0.7, 1.0) > BUNDLED.probability(0.4, 1.0) > \
+        BUNDLED.probability(0.1, 0.0)
+    assert BUNDLED.probability(None, 1.0) > BUNDLED.probability(None, 0.3)
+    assert calibration_for("all-MiniLM-L6-v2") is BUNDLED
+    assert calibration_for("openai:text-embedding-3-small").against_background
+
+
+async def test_off_topic_questions_find_nothing_and_on_topic_ones_their_passage(
+        minilm) -> None:  # type: ignore[no-untyped-def]
+    async with await KnowledgeBase.open(settings=Settings(db="mem://"),
+                                        embedder=minilm) as kb:
+        await kb.ingest_texts(corpus().items())
+        for question in OFF_TOPIC:
+            for mode in ("hybrid", "vector", "text"):
+                assert await kb.search(question, mode=mode) == [], (question, mode)
+            weaker = await kb.search(question, cutoff=False)  # still there when asked for
+            assert len(weaker) == 10
+            assert all(h.score < kb.settings.relevance_cutoff for h in weaker)
+        for question, source in (("my cat sleeps on the sofa all afternoon", KITTEN),
+                                 ("which central bank raised interest rates", None)):
+            hits = await kb.search(question)
+            assert hits and hits[0].score >= kb.settings.relevance_cutoff, question
+            if source:
+                assert hits[0].source == source
+            assert all(h.similarity is not None and h.coverage is not None for h in hits)
+        # min_score is the same probability, and nothing else
+        best = (await kb.search("which central bank raised interest rates"))[0].score
+        assert await kb.search("which central bank raised interest rates",
+                               min_score=min(1.0, best + 1e-9)) == []
+        for bad in (-0.1, 1.5, float("nan")):
+            with pytest.raises(ConfigurationError, match="min_score"):
+                await kb.search("bank", min_score=bad)
+
+
+async def test_the_same_chunk_scores_the_same_under_every_filter_and_grouping(
+        minilm) -> None:  # type: ignore[no-untyped-def]
+    """A property over random searches: each hit's score is the one the chunk has in the
+    unfiltered search of the same query and mode, whatever the filters, limit, grouping
+    or notebook scope."""
     texts = corpus()
-    assert len(texts) > 100
-    async with await KnowledgeBase.open(settings=Settings(db="mem://"), embedder=minilm) as kb:
-        await kb.ingest_texts(texts.items())
-        vector = await kb.search(QUERY, mode="vector", limit=20, per_document=True)
-        hybrid = await kb.search(QUERY, mode="hybrid", limit=20, per_document=True)
-        text = await kb.search(QUERY, mode="text", limit=20, per_document=True)
-        # a notebook's scope (its own HNSW graph) is cut by the same rule
-        nb = await kb.notebooks.create_notebook("all")
-        await kb.notebooks.link_documents(nb, [d.id for d in await kb.documents(limit=500)])
-        scoped = await kb.search(QUERY, mode="vector", limit=20, notebook=nb)
-        floor = await kb._searcher._vector_floor(await kb.embedding.query(QUERY))
-        sigmas = kb.settings.relevance_sigmas
+    rng = random.Random(39)
+    async with await KnowledgeBase.open(settings=Settings(db="mem://"),
+                                        embedder=minilm) as kb:
+        await kb.ingest_texts(list(texts.items())[:80])
+        await kb.ingest_texts(list(texts.items())[80:], mime_type="text/markdown")
+        nb = await kb.notebooks.create_notebook("some")
+        docs = await kb.documents(limit=500)
+        await kb.notebooks.link_documents(nb, [d.id for d in docs[::3]])
+        queries = ["interest rates of the central bank", "a cat on the couch",
+                   "Oslo harbour traffic", "storms on the coast of Perth"]
+        reference: dict[tuple[str, str], dict[str, float]] = {}
+        for query, mode in itertools.product(queries, ("hybrid", "vector", "text")):
+            hits = await kb.search(query, mode=mode, limit=500, cutoff=False,
+                                   candidates=500)
+            reference[(query, mode)] = {h.chunk_id: h.score for h in hits}
+        checked = 0
+        for _ in range(40):
+            query, mode = rng.choice(queries), rng.choice(("hybrid", "vector", "text"))
+            options: dict[str, Any] = {"limit": rng.choice((1, 3, 10, 50)),
+                                       "per_document": rng.random() < 0.5,
+                                       "cutoff": rng.random() < 0.5}
+            if rng.random() < 0.5:
+                options["source"] = rng.choice(("news://1*", "news://*", "kitten://*", "*"))
+            if rng.random() < 0.3:
+                options["mime_type"] = rng.choice(("text/plain", "text/markdown"))
+            if rng.random() < 0.3:
+                options["notebook"] = nb
+            if mode == "hybrid" and rng.random() < 0.5:
+                options["candidates"] = rng.choice((5, 20, 100))
+            for hit in await kb.search(query, mode=mode, **options):
+                assert hit.score == pytest.approx(reference[(query, mode)][hit.chunk_id],
+                                                  abs=1e-9), (query, mode, options)
+                checked += 1
+        assert checked > 100
 
-    # what the cut-off should be, by brute force over every chunk with the same model
-    query = np.asarray(minilm.embed_query(QUERY), dtype=np.float64).reshape(-1)
-    chunks = np.asarray(minilm.embed_documents(list(texts.values())), dtype=np.float64)
-    cosine = chunks @ query / (np.linalg.norm(chunks, axis=1) * np.linalg.norm(query))
-    expected = float(np.maximum(cosine, 0).mean() + sigmas * np.maximum(cosine, 0).std())
-    assert floor == pytest.approx(expected, abs=0.01)
-    above = {s for s, c in zip(texts, cosine, strict=True) if c >= expected + 0.01}
-    below = {s for s, c in zip(texts, cosine, strict=True) if c < expected - 0.01}
-    assert KITTEN in above and len(below) > len(texts) - 10
 
-    # the vector leg shows what is nearer than unrelated chunks are, and nothing else
-    shown = {h.source for h in vector}
-    assert above <= shown and not shown & below
-    assert vector[0].source == KITTEN and len(vector) < 20
-    assert {h.source for h in scoped} == shown
-    # hybrid keeps every hit BM25 found (the sofa factory holds "sofa") and the kitten
-    assert [h.source for h in text] == [SOFA_FACTORY]
-    assert {h.source for h in hybrid} == shown | {SOFA_FACTORY}
-    assert all(h.text_rank is not None or h.vector_score >= floor for h in hybrid)
+async def test_ask_answers_off_topic_questions_without_a_model(minilm) -> None:  # type: ignore[no-untyped-def]
+    from chat_server import chat_server
+
+    with chat_server() as server:
+        settings = Settings(db="mem://", llm="openai:tiny", llm_base_url=server.url + "/v1")
+        async with await KnowledgeBase.open(settings=settings, embedder=minilm) as kb:
+            await kb.ingest_texts(corpus().items())
+            for question in OFF_TOPIC:
+                answer = await kb.ask(question)
+                assert answer.text == NOTHING_FOUND and answer.model is None
+            assert server.requests == []
+            server.reply = "The central bank raised rates [1]."
+            answer = await kb.ask("Which central bank raised interest rates?")
+            assert answer.grounded and len(server.requests) == 1
 
 
-async def test_the_cut_off_can_be_turned_off_and_small_stores_are_not_cut(  # type: ignore[no-untyped-def]
-        minilm) -> None:
-    texts = corpus()
-    settings = Settings(db="mem://", relevance_sigmas=0)
-    async with await KnowledgeBase.open(settings=settings, embedder=minilm) as kb:
-        await kb.ingest_texts(texts.items())
-        assert len(await kb.search(QUERY, mode="vector", limit=20)) == 20
-        assert len(await kb.search(QUERY, mode="hybrid", limit=20)) == 20
-    few = dict(list(texts.items())[:40])
-    async with await KnowledgeBase.open(settings=Settings(db="mem://"), embedder=minilm) as kb:
-        await kb.ingest_texts(few.items())  # too few chunks to say what unrelated ones score
-        assert len(await kb.search(QUERY, mode="vector", limit=20)) == 20
-        # once the store has grown, the cut-off applies (the view of the small store, read by
-        # that search, is not what the sample is drawn from)
-        await kb.ingest_texts(list(texts.items())[40:])
-        vector = await kb.embedding.query(QUERY)
-        assert await kb._searcher._vector_floor(vector) is not None
-        assert len(await kb.search(QUERY, mode="vector", limit=20)) < 20
+def test_the_command_line_says_when_nothing_looks_relevant(tmp_path: Any) -> None:
+    db = str(tmp_path / "db")
+    runner = CliRunner()
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for i, text in enumerate(corpus().values()):
+        (notes / f"{i:03d}.txt").write_text(text)
+    assert runner.invoke(app, ["ingest", str(notes), "--db", db]).exit_code == 0
+    found = runner.invoke(app, ["search", "recipe for banana bread", "--db", db])
+    assert found.exit_code == 0, found.output
+    assert "no passage looks relevant" in found.output and "--all" in found.output
+    weaker = runner.invoke(app, ["search", "recipe for banana bread", "--all", "--json",
+                                 "--db", db])
+    assert weaker.exit_code == 0 and len(json.loads(weaker.output)) == 10
+    bad = runner.invoke(app, ["search", "bank", "--min-score", "2", "--db", db])
+    assert bad.exit_code == 2 and "min_score" in bad.output
 
 
 def test_the_setting_is_checked() -> None:
-    from surrealdocs.errors import ConfigurationError
-    for bad in (-1, float("nan"), "many", True):
-        with pytest.raises(ConfigurationError, match="relevance_sigmas"):
-            Settings(db="mem://", relevance_sigmas=bad)  # type: ignore[arg-type]
-    assert Settings.from_env({"SURREALDOCS_RELEVANCE_SIGMAS": "3"}).relevance_sigmas == 3.0
+    for bad in (-1, 1, float("nan"), "many", True):
+        with pytest.raises(ConfigurationError, match="relevance_cutoff"):
+            Settings(db="mem://", relevance_cutoff=bad)  # type: ignore[arg-type]
+    assert Settings.from_env({"SURREALDOCS_RELEVANCE_CUTOFF": "0.2"}).relevance_cutoff == 0.2

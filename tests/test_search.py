@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from pathlib import Path
 
@@ -42,35 +41,42 @@ async def test_vector_mode_finds_paraphrases(corpus: KnowledgeBase) -> None:
     assert Path(hits[0].source).name == "cats.md"
     assert 0 < hits[0].score <= 1
     assert [h.vector_rank for h in hits] == [1, 2, 3]
-    assert hits[0].score >= hits[1].score >= hits[2].score
+    assert hits[0].vector_score >= hits[1].vector_score >= hits[2].vector_score
     # no word of the query occurs in the passage: text search cannot find it
     assert all(Path(h.source).name != "cats.md"
                for h in await corpus.search("feline pets napping", mode="text"))
 
 
 async def test_hybrid_fuses_both_legs(corpus: KnowledgeBase) -> None:
-    hits = await corpus.search("volcano lava eruption", mode="hybrid", limit=5)
+    hits = await corpus.search("volcano lava eruption", mode="hybrid", limit=5, cutoff=False)
     top = hits[0]
     assert Path(top.source).name == "volcano.md"
     assert top.text_rank == 1 and top.vector_rank == 1
-    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-    # the default fusion adds each leg's z-score over its 100 candidates
-    text = [h.score for h in await corpus.search("volcano lava eruption", mode="text",
-                                                  limit=100)]
-    vector = [h.score for h in await corpus.search("volcano lava eruption", mode="vector",
-                                                    limit=100)]
+    # the default fusion orders by the sum of each leg's z-score over its 100 candidates
+    text = {h.chunk_id: h.text_score for h in await corpus.search(
+        "volcano lava eruption", mode="text", limit=100, cutoff=False)}
+    vector = {h.chunk_id: h.vector_score for h in await corpus.search(
+        "volcano lava eruption", mode="vector", limit=100, cutoff=False)}
     assert len(text) >= 1 and len(vector) > 2
-    expected = sum((max(leg) - statistics.mean(leg)) / statistics.pstdev(leg)
-                   if len(leg) > 1 else 0.0 for leg in (text, vector))
-    # shown in 0-1: the logistic of that sum over the weights' norm
-    assert top.score == pytest.approx(1 / (1 + math.exp(-1.7 * expected / math.sqrt(2))))
-    assert all(0 < h.score < 1 for h in hits)
+
+    def z(leg: dict[str, float], chunk: str) -> float:
+        values = list(leg.values())
+        spread = statistics.pstdev(values) if len(values) > 1 else 0.0
+        score = leg.get(chunk, min(values))
+        return (score - statistics.mean(values)) / spread if spread else 0.0
+
+    fused = [z(text, h.chunk_id) + z(vector, h.chunk_id) for h in hits]
+    assert fused == sorted(fused, reverse=True)
+    assert fused[0] == pytest.approx(z(text, top.chunk_id) + z(vector, top.chunk_id))
+    assert all(0 < h.score < 1 for h in hits)  # shown: the probability of relevance
+    assert top.score > 0.5 and top.similarity is not None and top.coverage == 1.0
     rrf = await corpus.search("volcano lava eruption", mode="hybrid", limit=5, fusion="rrf")
-    assert rrf[0].chunk_id == top.chunk_id and rrf[0].score == pytest.approx(1.0)
+    assert rrf[0].chunk_id == top.chunk_id and rrf[0].score == pytest.approx(top.score)
 
 
 async def test_hits_carry_positions_titles_and_pages(corpus: KnowledgeBase) -> None:
-    (hit,) = await corpus.search("page two costs embedding CPU", mode="hybrid", limit=1)
+    (hit,) = await corpus.search("page two costs embedding CPU", mode="hybrid", limit=1,
+                                 cutoff=False)
     assert hit.title == "Quarterly report"
     assert (hit.page, hit.last_page) == (1, 2)  # the short report fits one chunk
     assert hit.mime_type == "application/pdf"
@@ -86,13 +92,16 @@ def _record(text: str):  # type: ignore[no-untyped-def]
 
 
 async def test_filters_apply_inside_the_query(corpus: KnowledgeBase) -> None:
-    hits = await corpus.search("search index", mode="vector", limit=10, mime_type="text/html")
+    hits = await corpus.search("search index", mode="vector", limit=10, mime_type="text/html",
+                               cutoff=False)
     assert hits and {h.mime_type for h in hits} == {"text/html"}
-    hits = await corpus.search("search index", mode="vector", limit=3, source="*.pdf")
+    hits = await corpus.search("search index", mode="vector", limit=3, source="*.pdf",
+                               cutoff=False)
     assert hits and all(h.source.endswith(".pdf") for h in hits)
-    hits = await corpus.search("cats", mode="text", source="samples/*")
+    hits = await corpus.search("cats", mode="text", source="samples/*", cutoff=False)
     assert hits == []
-    hits = await corpus.search("ranking", mode="hybrid", source="samples/*", limit=20)
+    hits = await corpus.search("ranking", mode="hybrid", source="samples/*", limit=20,
+                               cutoff=False)
     assert hits and all("/samples/" in h.source for h in hits)
     assert "document.sources.any" in filter_conditions(Filters(source="*.md"))[0][0]
 
@@ -115,10 +124,11 @@ async def test_vector_search_after_rebuild_matches_exact(corpus: KnowledgeBase) 
 
 
 async def test_min_score(corpus: KnowledgeBase) -> None:
-    every = await corpus.search("stock market investors", mode="vector", limit=20)
-    cut = (every[0].score + every[-1].score) / 2
+    every = await corpus.search("stock market investors", mode="vector", limit=20,
+                                cutoff=False)
+    cut = (max(h.score for h in every) + min(h.score for h in every)) / 2
     kept = await corpus.search("stock market investors", mode="vector", limit=20,
-                               min_score=cut)
+                               min_score=cut, cutoff=False)
     assert kept and len(kept) < len(every)
     assert all(h.score >= cut for h in kept)
 
@@ -229,16 +239,16 @@ async def test_stemming_is_english_by_default_and_can_be_turned_off() -> None:
 
 
 async def test_scores_are_0_to_1_in_every_mode(corpus: KnowledgeBase) -> None:
-    """Text: BM25 over the query's ceiling (a chunk saturated with every query term found
-    would score 1); vector: cosine; hybrid: the fused score through the logistic."""
+    """Every mode's score is the probability of relevance (0-1), and min_score is on that
+    scale. The text leg's own score is BM25 over the query's ceiling (a chunk saturated
+    with every query term would score 1)."""
     for mode in ("text", "vector", "hybrid"):
-        hits = await corpus.search("volcano lava eruption", mode=mode, limit=20)
+        hits = await corpus.search("volcano lava eruption", mode=mode, limit=20, cutoff=False)
         assert hits and all(0.0 <= h.score <= 1.0 for h in hits), mode
-        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-        floor = hits[len(hits) // 2].score  # min_score is on the same scale
+        floor = sorted(h.score for h in hits)[len(hits) // 2]
         kept = await corpus.search("volcano lava eruption", mode=mode, limit=20,
-                                   min_score=floor)
+                                   min_score=floor, cutoff=False)
         assert [h.chunk_id for h in kept] == [h.chunk_id for h in hits if h.score >= floor]
     await corpus.ingest_texts({"note://saturated": " ".join(["volcano lava eruption"] * 40)})
     (top, *_) = await corpus.search("volcano lava eruption", mode="text", limit=1)
-    assert top.source == "note://saturated" and 0.8 < top.score <= 1.0
+    assert top.source == "note://saturated" and 0.8 < top.text_score <= 1.0

@@ -68,20 +68,20 @@ async def _agrees(kb: KnowledgeBase, *, scanned: bool = True) -> None:
         q = await kb._searcher.embedding.query(query)
         assert (await _index(kb).nearest(q) is not None) == scanned
         expected = (await _brute(kb, query, coded=scanned))[:20]
-        hits = await kb.search(query, mode="vector", limit=20)
+        hits = await kb.search(query, mode="vector", limit=20, cutoff=False)
         assert len(hits) == len(expected), query
         await assert_hits_name_their_documents(kb, hits)
-        assert [h.score for h in hits] == pytest.approx([s for _, s in expected], abs=1e-5)
+        assert [h.vector_score for h in hits] == pytest.approx([s for _, s in expected], abs=1e-5)
         for hit, (key, score) in zip(hits, expected):
             if hit.chunk_id.split(":")[-1] != key:  # a tie: both orders are right
-                assert hit.score == pytest.approx(score, abs=1e-5)
+                assert hit.vector_score == pytest.approx(score, abs=1e-5)
 
 
 @pytest.fixture
 def small_settings() -> Settings:
     # the whole ranking is compared with a brute force: no default cut-off
     return Settings(db="mem://", model="hashing-64", chunk_size=60, chunk_overlap=0,
-                    insert_batch_size=5, relevance_sigmas=0)
+                    insert_batch_size=5, relevance_cutoff=0)
 
 
 @pytest.mark.parametrize("distance", ["COSINE", "EUCLIDEAN"])
@@ -120,7 +120,7 @@ async def test_filters_walk_the_scan(small_settings):
         hits = await kb.search("apple pear", mode="vector", source=source, limit=50)
         expected = await _brute(kb, "apple pear", source)
         assert hits and {h.source for h in hits} == {source}
-        assert [h.score for h in hits] == pytest.approx([s for _, s in expected], abs=1e-5)
+        assert [h.vector_score for h in hits] == pytest.approx([s for _, s in expected], abs=1e-5)
         # a notebook's scope walks its own HNSW graph, and keeps to the notebook
         nb = await kb.notebooks.create_notebook("picked")
         chosen = (await kb.documents(limit=100))[:2]

@@ -339,7 +339,7 @@ def test_every_search_option(tmp_path: Path) -> None:
         base = {"query": "herons", "limit": 5}
         for options in ({"fusion": "rrf", "rrf_k": 10}, {"fusion": "minmax"},
                         {"candidates": 20, "text_weight": 2.0, "vector_weight": 0.5},
-                        {"per_document": True}, {"min_score": -1000.0},
+                        {"per_document": True}, {"min_score": 0.0}, {"cutoff": False},
                         {"source": "upload://birds/*"}, {"mime_type": ["text/html"]},
                         {"created_after": "2000-01-01T00:00:00Z"},
                         {"created_before": (dt.datetime.now(dt.timezone.utc)
@@ -357,7 +357,8 @@ def test_every_search_option(tmp_path: Path) -> None:
         assert len({h["document_id"] for h in per_doc}) == len(per_doc)
         vector = [0.0] * 64
         vector[3] = 1.0
-        r = c.post("/v1/search", json={"query_vector": vector, "mode": "vector"})
+        r = c.post("/v1/search", json={"query_vector": vector, "mode": "vector",
+                                       "cutoff": False})
         assert r.status_code == 200 and r.json()["count"] >= 1
 
 
@@ -369,7 +370,8 @@ BAD_SEARCHES: list[dict[str, Any]] = [
     {"query": "x", "created_after": "yesterday"}, {"query": "x", "unknown": 1},
     {"query": "x" * 20_000}, {}, {"query": ""}, {"query": "x", "mime_type": "text/plain"},
     {"query_vector": [1.0, 2.0], "mode": "vector"}, {"query": "x", "per_document": "maybe"},
-    {"query": "x", "min_score": "high"}, {"query": None}, {"query": "x", "topics": "birds"},
+    {"query": "x", "min_score": "high"}, {"query": "x", "min_score": 1.5},
+    {"query": "x", "min_score": -0.1}, {"query": None}, {"query": "x", "topics": "birds"},
     {"query": "x", "source": 5}, {"query": ["x"]},
 ]
 

@@ -170,9 +170,31 @@ def test_page_upload_search_open(tmp_path: Path, browser: Any) -> None:
         assert "black legs and bright yellow feet" in first.text
         marked = {m.text.lower() for m in first.find_elements(By.CSS_SELECTOR, "mark")}
         assert {"little", "egret", "yellow", "feet"} <= marked, marked
-        assert float(first.find_element(By.CSS_SELECTOR, ".score").text) > 0
+        score = first.find_element(By.CSS_SELECTOR, ".score").text  # how likely relevant
+        assert score.endswith("%") and 0 < int(score[:-1]) <= 100
         assert "mode=text" in d.current_url and "q=little" in d.current_url
+        assert not d.find_element(By.ID, "weaker-results").is_displayed()
         shot(d, "page-results.png")
+
+        # a question the documents do not answer: nothing, said so, weaker matches on request
+        d.find_element(By.CSS_SELECTOR, '.modes [data-mode="hybrid"]').click()
+        box = d.find_element(By.ID, "q")
+        box.clear()
+        box.send_keys("recipe for banana bread", Keys.ENTER)
+        until(d, lambda d: "looks relevant" in d.find_element(By.ID, "summary").text)
+        assert d.find_elements(By.CSS_SELECTOR, ".hit") == []
+        assert "cutoff=false" not in d.find_element(By.ID, "summary").text
+        d.find_element(By.ID, "weaker-results").click()
+        until(d, lambda d: "weaker matches shown" in d.find_element(By.ID, "summary").text
+              or d.find_elements(By.CSS_SELECTOR, ".hit"))
+        until(d, lambda d: not d.find_element(By.ID, "weaker-results").is_displayed())
+        assert d.find_elements(By.CSS_SELECTOR, ".hit")  # the weaker matches
+        shot(d, "page-weaker.png")
+        d.find_element(By.CSS_SELECTOR, '.modes [data-mode="text"]').click()
+        box = d.find_element(By.ID, "q")
+        box.clear()
+        box.send_keys("little egret yellow feet", Keys.ENTER)
+        until(d, lambda d: "· text ·" in d.find_element(By.ID, "summary").text)
 
         # the mode switch searches again: hybrid finds the passage among its hits
         d.find_element(By.CSS_SELECTOR, '.modes [data-mode="hybrid"]').click()

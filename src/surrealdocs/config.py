@@ -138,11 +138,12 @@ class Settings:
         hybrid_candidates: hits each leg of a hybrid search fetches before fusion.
         rrf_k: the constant k of reciprocal rank fusion, ``1 / (k + rank)``.
         text_weight, vector_weight: weights of the BM25 and vector legs in the fusion.
-        relevance_sigmas: the default cut-off. A hit the BM25 leg did not find (it holds
-            none of the query's words) is kept only if its vector similarity is this many
-            standard deviations above the query's mean similarity to the store's chunks (a
-            sample of them): below, it is as near as chunks unrelated to the query are. 0
-            turns the cut-off off. BM25 hits are always kept. BENCHMARKS.md has the choice.
+        relevance_cutoff, relevance_floor: the default cut-off, in every face. A search
+            shows nothing unless one of its hits scores at least ``relevance_cutoff`` (a
+            score is the probability that the hit is relevant, 0-1), and then shows its
+            hits down to ``relevance_floor``; a search that shows nothing says so, and
+            ``ask`` calls no model. ``relevance_cutoff`` 0 turns it off (as
+            ``cutoff=False`` does for one search). BENCHMARKS.md has the choice.
         max_query_chars: longest query text accepted.
         max_file_bytes: largest file (or bytes) ingested; larger ones fail with the reason.
         max_chunks_per_document: most chunks one document may have (a bound on the work
@@ -213,7 +214,8 @@ class Settings:
     rrf_k: int = 60
     text_weight: float = 1.0
     vector_weight: float = 1.0
-    relevance_sigmas: float = 2.0
+    relevance_cutoff: float = 0.2
+    relevance_floor: float = 0.02
     max_query_chars: int = 10_000
     max_file_bytes: int = 512 * 1024 * 1024
     max_chunks_per_document: int = 100_000
@@ -272,11 +274,17 @@ class Settings:
             object.__setattr__(self, name, float(value))
         if not 0 < self.bm25_max_df <= 1:
             raise ConfigurationError(f"bm25_max_df must be in (0, 1], got {self.bm25_max_df}")
-        if isinstance(self.relevance_sigmas, bool) or not isinstance(
-                self.relevance_sigmas, (int, float)) or not 0 <= self.relevance_sigmas < 100:
+        if isinstance(self.relevance_cutoff, bool) or not isinstance(
+                self.relevance_cutoff, (int, float)) or not 0 <= self.relevance_cutoff < 1:
             raise ConfigurationError(
-                f"relevance_sigmas must be a number from 0 to 100, got {self.relevance_sigmas!r}")
-        object.__setattr__(self, "relevance_sigmas", float(self.relevance_sigmas))
+                f"relevance_cutoff must be a number from 0 to 1 (a probability of relevance),"
+                f" got {self.relevance_cutoff!r}")
+        object.__setattr__(self, "relevance_cutoff", float(self.relevance_cutoff))
+        if isinstance(self.relevance_floor, bool) or not isinstance(
+                self.relevance_floor, (int, float)) or not 0 <= self.relevance_floor < 1:
+            raise ConfigurationError(
+                f"relevance_floor must be a number from 0 to 1, got {self.relevance_floor!r}")
+        object.__setattr__(self, "relevance_floor", float(self.relevance_floor))
         if not 0 <= self.bm25_document_bonus <= 1:
             raise ConfigurationError(
                 f"bm25_document_bonus must be in [0, 1], got {self.bm25_document_bonus}")

@@ -9,6 +9,7 @@ nothing, the answer says so and no model is called.
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,8 @@ from typing import Any
 from ..chat import ChatModel
 from ..parts.results import Hit
 
-NOTHING_FOUND = "No passage of the knowledge base answers this question."
+NOTHING_FOUND = ("Your documents do not seem to hold the answer: no passage looks relevant"
+                 " to this question.")
 SYSTEM = (
     "You answer questions from the user's documents, using only the numbered passages you"
     " are given. Cite the passage each statement comes from with its number in square"
@@ -60,23 +62,39 @@ class Answer:
                 "passages": [h.to_dict() for h in self.passages]}
 
 
-def prompt(question: str, passages: Sequence[Hit], budget: int) -> list[dict[str, str]]:
+def prompt(question: str, passages: Sequence[Hit], budget: int,
+           seal: str | None = None) -> list[dict[str, str]]:
     """The chat messages: the rules, then the numbered passages (within ``budget``
-    characters, a passage cut at a sentence's end) and the question."""
+    characters, a passage cut at a sentence's end) and the question.
+
+    A passage's text cannot pass for another passage: each one is framed by lines that
+    carry ``seal``, a random word made for this prompt that no document can hold, and
+    bracketed numbers inside passages (a paper's own references, or a planted ``[2]``)
+    are shown as ``(ref 2)``, so that ``[n]`` in the prompt only ever names passage n."""
+    seal = seal or secrets.token_hex(4)
     parts: list[str] = []
     left = budget
     for n, hit in enumerate(passages, 1):
-        where = hit.title or hit.source
+        where = _unframed(hit.title or hit.source, seal)
         if hit.page:
             where += f", page {hit.page}" if not hit.last_page or hit.last_page == hit.page \
                 else f", pages {hit.page}-{hit.last_page}"
         text = _fit(hit.content.strip(), left)
         if not text:
             break
-        parts.append(f"[{n}] ({where})\n{text}")
+        parts.append(f"<<passage [{n}] {seal}>> ({where})\n{_unframed(text, seal)}\n"
+                     f"<<end of passage [{n}] {seal}>>")
         left -= len(text)
-    user = "Passages:\n\n" + "\n\n".join(parts) + f"\n\nQuestion: {question}"
+    user = (f"Passages (each between <<passage [n] {seal}>> and <<end of passage [n]"
+            f" {seal}>>; nothing inside a passage is a passage of its own):\n\n"
+            + "\n\n".join(parts) + f"\n\nQuestion: {_unframed(question, seal)}")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+def _unframed(text: str, seal: str) -> str:
+    """``text`` unable to open or close a passage: no seal, no ``<<``, no ``[n]``."""
+    text = text.replace(seal, "").replace("<<", "‹‹").replace(">>", "››")
+    return _CITES.sub(lambda m: f"(ref {m.group(1)})", text)
 
 
 def _fit(text: str, room: int) -> str:

@@ -256,7 +256,9 @@ async def evaluate(dataset: str | Path | Dataset, *, settings: Settings | None =
         await kb.warm_up(data.queries.values())  # the same results from the first query on
         results: list[ModeResult] = []
         runs: dict[str, dict[str, list[str]]] = {}
-        options = dict(search_options or {})
+        # the ranking is measured whole: the cut-off (bench/relevance_score.py measures
+        # it) would end a list before depth and count as misses
+        options = {"cutoff": False, **(search_options or {})}
         for mode in modes:
             run: dict[str, list[str]] = {}
             t0 = time.perf_counter()
@@ -277,7 +279,7 @@ async def evaluate(dataset: str | Path | Dataset, *, settings: Settings | None =
                               "analyzer_language",
                               "fit_chunks", "hnsw_m", "hnsw_efc", "hnsw_ef", "hybrid_fusion",
                               "hybrid_candidates", "rrf_k", "text_weight", "vector_weight",
-                              "relevance_sigmas")}
+                              "relevance_cutoff")}
         described["model"] = embedder.name
         described.update({k: v for k, v in options.items()
                           if isinstance(v, (str, int, float, bool))})

@@ -362,18 +362,19 @@ class KnowledgeBase:
                      candidates: int | None = None, fusion: str | None = None,
                      rrf_k: int | None = None, text_weight: float | None = None,
                      vector_weight: float | None = None, per_document: bool = False,
-                     query_vector: Sequence[float] | None = None) -> list[Hit]:
+                     query_vector: Sequence[float] | None = None,
+                     cutoff: bool = True) -> list[Hit]:
         """Search by ``mode``: ``hybrid`` (default), ``vector`` or ``text`` (BM25).
 
         Give the query and options, or one :class:`SearchRequest` (which documents each
-        option). Scores are 0-1 in every mode (higher is better): text, the hit's BM25 as a
-        share of the most the query could score; vector, the cosine similarity; hybrid, the
-        fused z-scores through the logistic (0.5: an average candidate).
+        option). A hit's score is the probability that it is relevant (0-1), from the query
+        and the chunk alone; hits below ``settings.relevance_cutoff`` are left out unless
+        ``cutoff`` is false, so a search about nothing the store holds finds nothing.
         """
         options = SearchRequest(
             None, mode, limit, min_score, source, mime_type, notebook, topics, created_after,
             created_before, candidates, fusion, rrf_k, text_weight, vector_weight,
-            per_document, query_vector)
+            per_document, query_vector, cutoff)
         if isinstance(query, SearchRequest):
             if options != SearchRequest():
                 raise ConfigurationError("give a SearchRequest or search options, not both")
@@ -391,7 +392,7 @@ class KnowledgeBase:
             min_score=request.min_score, filters=filters, candidates=request.candidates,
             fusion=request.fusion, rrf_k=request.rrf_k, text_weight=request.text_weight,
             vector_weight=request.vector_weight, per_document=request.per_document,
-            query_vector=request.query_vector)
+            query_vector=request.query_vector, cutoff=request.cutoff)
 
     async def warm_up(self, queries: Iterable[str]) -> None:
         """Learn now what searches for these queries need (how common each BM25 term is),

@@ -510,10 +510,12 @@ class NotebookService:
                             topics: Sequence[str] | None = None,
                             group_by_source: bool = False) -> list[Any]:
         """Chunks nearest to ``query`` (or ``query_vector``) by cosine similarity, at least
-        ``min_score``, optionally within one notebook, a creation window and topics."""
+        ``min_score``, optionally within one notebook, a creation window and topics. As in
+        Open Notebook, ``min_score`` is a cosine similarity (each hit's ``similarity``),
+        and it is the only cut-off."""
         hits = await self._search(
             query, query_vector=query_vector, mode="vector",
-            limit=limit * 4 if group_by_source else limit, min_score=min_score,
+            limit=limit * 4 if group_by_source else limit, min_similarity=min_score,
             notebook=notebook_id, created_after=created_after,
             created_before=created_before, topics=topics)
         return _group(hits, limit) if group_by_source else hits
@@ -545,10 +547,11 @@ class NotebookService:
 
     async def search(self, query: str, *, mode: str = "hybrid", notebook_id: Any = None,
                      limit: int = 10, min_score: float | None = None) -> list[Hit]:
-        """One entry point for the three modes (``min_score`` defaults to 0.2 for vector
-        search, as Open Notebook's)."""
-        if mode == "vector" and min_score is None:
-            min_score = 0.2
+        """One entry point for the three modes (for vector search, ``min_score`` is a cosine
+        similarity, 0.2 by default, as Open Notebook's)."""
+        if mode == "vector":
+            return await self._search(query, mode=mode, notebook=notebook_id, limit=limit,
+                                      min_similarity=0.2 if min_score is None else min_score)
         return await self._search(query, mode=mode, notebook=notebook_id, limit=limit,
                                   min_score=min_score)
 
@@ -558,13 +561,21 @@ class NotebookService:
                       query_vector: Sequence[float] | None = None,
                       created_after: dt.datetime | None = None,
                       created_before: dt.datetime | None = None,
-                      topics: Sequence[str] | None = None) -> list[Hit]:
+                      topics: Sequence[str] | None = None,
+                      min_similarity: float | None = None) -> list[Hit]:
+        """The core's search; with ``min_similarity`` (Open Notebook's vector threshold, in
+        cosine similarity) that threshold instead of the core's cut-off."""
         nb = None if notebook is None else await self.resolve(notebook)
         filters = Filters(notebook=nb, topics=topics, created_after=created_after,
                           created_before=created_before)
-        return await self.searcher.search(query, mode=mode, limit=limit, min_score=min_score,
+        hits = await self.searcher.search(query, mode=mode, limit=limit, min_score=min_score,
                                           filters=filters, candidates=candidates,
-                                          query_vector=query_vector)
+                                          query_vector=query_vector,
+                                          cutoff=min_similarity is None)
+        if min_similarity is None:
+            return hits
+        return [h for h in hits if (h.similarity if h.similarity is not None
+                                    else h.vector_score or 0.0) >= min_similarity]
 
     # ----- rows to objects -------------------------------------------------------------
     def _notebook(self, row: dict[str, Any]) -> Notebook:

@@ -26,16 +26,18 @@ import numpy as np
 from ..config import FUSIONS, Settings
 from ..embed import EmbeddingRunner
 from ..errors import ConfigurationError, DimensionMismatchError
-from ..parts.analyzer import STOP_WORDS
+from ..parts.analyzer import STOP_WORDS, analyzer_for
 from ..parts.filters import Filters, glob_to_regex
 from ..parts.fusion import fuse
+from ..parts.relevance import LEXICAL, calibration_for, coverage, kept, query_weights
 from ..parts.results import Hit, id_text
 from ..store.chunks import is_visible
 from ..store.documents import record_id
 from ..store.storage import Storage
 from .search_request import MODES
 
-__all__ = ["MODES", "Filters", "Hit", "Searcher", "common_words_only", "glob_to_regex",
+__all__ = ["MODES", "NOTHING_RELEVANT", "Filters", "Hit", "Searcher", "common_words_only",
+           "glob_to_regex",
            "query_terms", "query_words", "search_notice"]
 
 # the most hits (and candidates per leg) one search may ask for
@@ -56,13 +58,23 @@ def common_words_only(text: str) -> list[str]:
     return words if words and all(w in STOP_WORDS for w in words) else []
 
 
-def search_notice(query: str | None, hits: Sequence[Hit]) -> str | None:
-    """Why a search found nothing, when the query is the reason; for every face to show."""
-    words = common_words_only(query or "") if not hits else []
-    if not words:
+NOTHING_RELEVANT = "no passage looks relevant to the query"
+
+
+def search_notice(query: str | None, hits: Sequence[Hit], *, cutoff: bool = True,
+                  show_weaker: str = "cutoff=false") -> str | None:
+    """Why a search found nothing, for every face to show: the query is only common words,
+    or no passage looks relevant (``show_weaker``: how this face shows weaker matches)."""
+    if hits:
         return None
-    return (f"every word of the query is a common word ({', '.join(dict.fromkeys(words))}),"
-            " which says nothing about what to look for: add a word that does")
+    words = common_words_only(query or "")
+    if words:
+        return (f"every word of the query is a common word"
+                f" ({', '.join(dict.fromkeys(words))}), which says nothing about what to"
+                " look for: add a word that does")
+    if cutoff:
+        return f"{NOTHING_RELEVANT} ({show_weaker} shows weaker matches)"
+    return None
 
 
 def query_words(text: str) -> list[str]:
@@ -94,8 +106,11 @@ class Searcher:
                      candidates: int | None = None, rrf_k: int | None = None,
                      fusion: str | None = None, text_weight: float | None = None,
                      vector_weight: float | None = None, per_document: bool = False,
-                     query_vector: Sequence[float] | None = None) -> list[Hit]:
-        """Search chunks (see :meth:`surrealdocs.KnowledgeBase.search` for the options)."""
+                     query_vector: Sequence[float] | None = None,
+                     cutoff: bool = True) -> list[Hit]:
+        """Search chunks (see :meth:`surrealdocs.KnowledgeBase.search` for the options).
+        ``cutoff``: drop the hits whose score (their probability of relevance) is below
+        ``settings.relevance_cutoff``."""
         if mode not in MODES:
             raise ConfigurationError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         _check_int("limit", limit, 1, MAX_RESULTS)
@@ -113,8 +128,11 @@ class Searcher:
                 "text_weight and vector_weight must be finite numbers >= 0, not both 0")
         k = settings.rrf_k if rrf_k is None else rrf_k
         _check_int("rrf_k", k, 0, MAX_RESULTS)
-        if min_score is not None and not math.isfinite(min_score):
-            raise ConfigurationError("min_score must be a finite number")
+        if min_score is not None and (isinstance(min_score, bool) or not isinstance(
+                min_score, (int, float)) or not 0.0 <= min_score <= 1.0):
+            raise ConfigurationError(
+                f"min_score must be a number from 0 to 1 (a probability of relevance), got"
+                f" {min_score!r}")
         filters = filters or Filters()
         text = (query or "").strip()
         if len(text) > settings.max_query_chars:
@@ -149,8 +167,6 @@ class Searcher:
             text_first = None
             vector = None if mode == "text" else await self._query_vector(text, query_vector)
 
-        floor = None if vector is None else await self._vector_floor(vector)
-
         async def run(careful: bool) -> list[Hit]:
             if mode == "text":
                 hits = await self._leg_text(text, limit, filters, per_document, careful)
@@ -169,11 +185,6 @@ class Searcher:
                         self._leg_vector(vector, depth, filters, per_document, careful))
                 hits = fuse(text_hits, vector_hits, limit=len(text_hits) + len(vector_hits),
                             method=fusion, k=k, weights=weights, per_document=per_document)
-            if floor is not None:  # the default cut-off (Settings.relevance_sigmas)
-                hits = [h for h in hits if h.text_rank is not None
-                        or (h.vector_score is not None and h.vector_score >= floor)]
-            if min_score is not None:
-                hits = [h for h in hits if h.score >= min_score]
             return hits[:limit]
 
         # The legs do not check that each chunk is visible (its document complete, its
@@ -183,7 +194,67 @@ class Searcher:
         shown, all_visible = await self._show(await run(careful=False))
         if not all_visible:
             shown, _ = await self._show(await run(careful=True))
+        if mode == "text" and shown and self._judged_by_meaning():
+            vector = await self._query_vector(text, None)  # the score is every mode's
+        await self._judge(shown, text, vector)
+        if cutoff and settings.relevance_cutoff > 0:
+            shown = [h for h, keep in zip(shown, kept(
+                [h.score for h in shown], settings.relevance_cutoff,
+                min(settings.relevance_floor, settings.relevance_cutoff))) if keep]
+        if min_score:
+            shown = [h for h in shown if h.score >= min_score]
         return shown
+
+    def _judged_by_meaning(self) -> bool:
+        """Whether a hit's score weighs its vector similarity: in a chunked store with an
+        embedding model that embeds meaning (not the word-hashing test models)."""
+        return (self.embedding is not None and self.settings.chunked
+                and calibration_for(self.embedding.name) is not LEXICAL)
+
+    async def _judge(self, hits: list[Hit], text: str, vector: list[float] | None) -> None:
+        """Give each hit its score: the probability that it is relevant, from the query and
+        the chunk alone (:mod:`surrealdocs.parts.relevance`), with the evidence it rests on
+        (``similarity``, ``coverage``)."""
+        if not hits:
+            return
+        legs = self.storage.chunks.legs
+        analyzer = analyzer_for(self.storage.store.names.language)
+        weights = query_weights(analyzer.terms(query_terms(text))) if text else {}
+        if not self.settings.chunked:  # documents-only stores keep no term statistics
+            idf = dict.fromkeys(weights, 1.0)
+        else:
+            idf = await legs.idf(list(weights)) if weights else {}
+        similarity: dict[str, float] = {}
+        model = self.embedding.name if self.embedding else ""
+        calibration = calibration_for(model)
+        background: float | None = None
+        if vector is not None and self.settings.chunked:
+            similarity = await legs.similarities(vector, [h.chunk_id for h in hits])
+            if calibration.against_background:
+                background = await self._background(vector)
+                if background is None:
+                    calibration = calibration_for(model, background=False)
+        for hit in hits:
+            hit.coverage = round(coverage(weights, idf, analyzer.terms(hit.content)), 6) \
+                if weights else None
+            hit.similarity = similarity.get(hit.chunk_id)
+            if vector is not None and hit.similarity is None and hit.vector_score is not None:
+                hit.similarity = hit.vector_score  # documents-only stores: the leg's own
+            # a word-hashing model's similarity judges only a search without words
+            by_meaning = vector is not None and (calibration is not LEXICAL or not weights)
+            hit.score = calibration.probability(
+                _against(hit.similarity, background) if by_meaning else None,
+                hit.coverage if weights or not by_meaning else None)
+
+    async def _background(self, vector: list[float]) -> float | None:
+        """The query's mean similarity to a fixed sample of the store's chunks (``None``
+        where the store cannot say, or knows too few)."""
+        distances = await self.storage.chunks.legs.background(vector)
+        if distances is None or len(distances) < MIN_BACKGROUND:
+            return None
+        similarity = 1.0 - np.asarray(distances, dtype=np.float64) \
+            if self.settings.hnsw_distance == "COSINE" else -np.asarray(distances)
+        return float(similarity.mean())
 
     async def _show(self, hits: list[Hit]) -> tuple[list[Hit], bool]:
         """Fill in what the final hits show (text, position, source): the legs returned ids
@@ -284,26 +355,20 @@ class Searcher:
             hit.vector_rank, hit.vector_score = rank, hit.score
         return hits
 
-    async def _vector_floor(self, vector: list[float]) -> float | None:
-        """The similarity a hit only the vector leg found must reach to be shown: the
-        query's mean similarity to a sample of the store's chunks plus
-        ``relevance_sigmas`` standard deviations. ``None``: no cut-off (turned off, or the
-        store cannot say: too few chunks, no text index, a distance it does not scan)."""
-        sigmas = self.settings.relevance_sigmas
-        if not sigmas or not self.settings.chunked:
-            return None
-        distances = await self.storage.chunks.legs.background(vector)
-        if distances is None or len(distances) < MIN_BACKGROUND:
-            return None
-        similarity = self._similarity(np.asarray(distances, dtype=np.float64))
-        return float(similarity.mean() + sigmas * similarity.std())
-
     def _similarity(self, distance: np.ndarray) -> np.ndarray:
         """0-1, higher is nearer: the cosine similarity (below 0 counts as 0), or
         1 / (1 + distance) for the other distances."""
         if self.settings.hnsw_distance == "COSINE":
             return np.maximum(0.0, 1.0 - distance)
         return 1.0 / (1.0 + distance)
+
+
+def _against(similarity: float | None, background: float | None) -> float | None:
+    """The similarity as the calibration takes it: as it is, or above the query's mean
+    similarity to the store's background sample."""
+    if similarity is None or background is None:
+        return similarity
+    return similarity - background
 
 
 def _check_int(name: str, value: Any, minimum: int, maximum: int) -> None:

@@ -28,6 +28,11 @@ class SearchRequest:
     legs by ``text_weight`` and ``vector_weight`` (unset: the settings'). ``per_document``:
     one hit per document, its best chunk. ``query_vector``: a vector computed with the
     store's model, instead of or besides the query text.
+
+    Each hit's ``score`` is the probability that it is relevant (0-1, from the query and
+    the chunk alone). Hits below the store's cut-off (``Settings.relevance_cutoff``) are
+    dropped unless ``cutoff`` is false (weaker matches too); ``min_score`` (0-1) raises the
+    bar for this search.
     """
 
     query: str | None = None
@@ -47,6 +52,7 @@ class SearchRequest:
     vector_weight: float | None = None
     per_document: bool = False
     query_vector: Sequence[float] | None = None
+    cutoff: bool = True
 
     def replace(self, **changes: Any) -> SearchRequest:
         return dataclasses.replace(self, **changes)

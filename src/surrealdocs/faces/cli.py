@@ -33,10 +33,11 @@ from ..core.evaluate import EVAL_MODES
 from ..core.kb import KnowledgeBase
 from ..core.search import search_notice
 from ..core.search_request import MODES, SearchRequest
-from ..errors import NotFoundError, SurrealDocsError
+from ..errors import NotFoundError, StoreError, SurrealDocsError
 from ..parts.chunk import HEADING_SEPARATOR
 from ..parts.results import FileResult, Hit, IngestReport, SyncReport, id_text
 from ..parts.snippet import Snippet, snippet
+from ..parts.terminal import printable
 from .served import ServedKnowledgeBase
 
 app = typer.Typer(
@@ -193,7 +194,14 @@ def _with_kb(store: StoreOptions, work: Callable[[KnowledgeBase], Awaitable[T]],
         if store.served:  # the server holds the store: the command goes through its API
             key = store.key or os.environ.get("SURREALDOCS_KEY")
             async with ServedKnowledgeBase(store.served, key) as served:
-                return await work(cast(KnowledgeBase, served))
+                try:
+                    return await work(cast(KnowledgeBase, served))
+                except SurrealDocsError:
+                    raise
+                except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                    raise StoreError(f"the server at {served.url} answered in a shape this"
+                                     f" surrealdocs does not know ({type(exc).__name__})"
+                                     ) from exc
         async with await _open(store.settings(**settings), create) as kb:
             return await work(kb)
 
@@ -535,8 +543,9 @@ def search(
     mode: Annotated[str, typer.Option(help=f"One of {', '.join(MODES)}")] = "hybrid",
     limit: Annotated[int, typer.Option("--limit", "-k", help="Number of hits")] = 10,
     min_score: Annotated[float | None, typer.Option(
-        help="Drop hits scoring below this (0-1: text, a share of the best BM25 the query"
-             " could reach; vector, cosine; hybrid, 0.5 for an average candidate)")] = None,
+        help="Drop hits scoring below this. A score is the probability that the hit is"
+             " relevant (0-1): 0.5, as likely as not; the default cut-off is"
+             " SURREALDOCS_RELEVANCE_CUTOFF (0.05)")] = None,
     source: SourceFilter = None,
     mime_type: MimeTypeFilter = None,
     notebook: NotebookFilter = None,
@@ -556,6 +565,9 @@ def search(
     query_vector: Annotated[str | None, typer.Option(
         help="Search by this vector (a JSON list of numbers, computed with the store's"
              " model), instead of or besides the query text")] = None,
+    cutoff: Annotated[bool, typer.Option(
+        "--cutoff/--all", help="--all: show weaker matches too, not only the hits that are"
+                               " probably relevant")] = True,
     as_json: JsonOption = False,
     *, store: StoreOptions,
 ) -> None:
@@ -565,12 +577,12 @@ def search(
         mime_type=mime_type or None, notebook=notebook, topics=topics or None,
         created_after=created_after, created_before=created_before, candidates=candidates,
         fusion=fusion, rrf_k=rrf_k, text_weight=text_weight, vector_weight=vector_weight,
-        per_document=per_document, query_vector=_vector(query_vector))
+        per_document=per_document, query_vector=_vector(query_vector), cutoff=cutoff)
     hits = _with_kb(store, lambda kb: kb.search(request))
     if as_json:
         _print_json([h.to_dict() for h in hits])
         return
-    _print_hits(hits, mode, query)
+    _print_hits(hits, mode, query, cutoff=cutoff)
 
 
 def _marked(shown: Snippet) -> str:
@@ -584,9 +596,9 @@ def _marked(shown: Snippet) -> str:
     return "".join(out)
 
 
-def _print_hits(hits: list[Hit], mode: str, query: str) -> None:
+def _print_hits(hits: list[Hit], mode: str, query: str, *, cutoff: bool = True) -> None:
     if not hits:
-        notice = search_notice(query, hits)
+        notice = search_notice(query, hits, cutoff=cutoff, show_weaker="--all")
         console.print("no hits" + (f": {escape(notice)}" if notice else ""))
         return
     table = Table(title=f"{mode} search: {escape(query)}", show_lines=True)
@@ -979,8 +991,9 @@ def ask(
         mime_type=mime_type or None, notebook=notebook, topics=topics or None,
         created_after=created_after, created_before=created_before)
     def show(kind: str, value: Any) -> None:
-        if kind == "text" and not as_json:
-            console.print(value, end="", markup=False, highlight=False, soft_wrap=True)
+        if kind == "text" and not as_json:  # the model's words: never terminal commands
+            console.print(printable(value), end="", markup=False, highlight=False,
+                          soft_wrap=True)
 
     async def work(kb: KnowledgeBase) -> tuple[Any, str | None]:
         if session is None:
@@ -1008,8 +1021,9 @@ def _print_sources(result: Any) -> None:
         err_console.print(f"[yellow]note:[/yellow] {escape('; '.join(note))}")
     for c in result.citations:
         pages = f", page {c.page}" if c.page else ""
-        console.print(f"[bold]{escape(f'[{c.number}]')}[/bold] {escape(c.title or c.source)}"
-                      f" [dim]{escape(c.source)}{pages} · characters {c.char_start}-"
+        title = escape(printable(c.title or c.source))
+        console.print(f"[bold]{escape(f'[{c.number}]')}[/bold] {title}"
+                      f" [dim]{escape(printable(c.source))}{pages} · characters {c.char_start}-"
                       f"{c.char_end}[/dim]", soft_wrap=True)
 
 
@@ -1341,7 +1355,7 @@ def _print_eval(reports: list[Any], split: str) -> None:
                f"HNSW M {s['hnsw_m']} EFC {s['hnsw_efc']} ef {s['hnsw_ef']}"
                f" ({s['vector_index']})")
             + f" · hybrid {s['hybrid_fusion']} over {s['hybrid_candidates']} per leg"
-            f" · cut-off {s.get('relevance_sigmas', 0):g} sd")
+            " · ranking measured without the cut-off")
 
 
 def _compare_figures(before_file: Path, after_file: Path, datasets: list[Path] | None, *,

@@ -224,9 +224,13 @@ rarely needed: `candidates`, `fusion`, `rrf_k`, `text_weight`, `vector_weight`.
 Returns `hits`, best first, each with `source`, `title`, `page`/`last_page` (for paged
 formats), `char_start`/`char_end` (where the passage lies in its document's text),
 `chunk_id` (give it to `read` for the passage with its context), `document_id`, `score`
-(and for hybrid search each leg's rank) and a `snippet` (the start of the passage, at most
-`snippet_chars` characters). The whole result is at most {budget} characters: when hits had
-to be left out it says `"truncated": true` and how many (`omitted_hits`)."""
+(the probability that the passage is relevant to the query, 0-1, the same for a passage
+whatever the filters; for hybrid search each leg's rank too) and a `snippet` (the start of
+the passage, at most `snippet_chars` characters). Passages that are probably not relevant
+are left out: no hits and a `notice` mean the documents hold nothing on the query (say so
+rather than guess); `cutoff: false` lists the weaker matches anyway. The whole result is at
+most {budget} characters: when hits had to be left out it says `"truncated": true` and how
+many (`omitted_hits`)."""
 
 
 _READ_TOOL = """\
@@ -320,7 +324,11 @@ def _add_search(server: _Server, kb: KnowledgeBase, budget: int) -> None:
         per_document: Annotated[bool, Field(
             description="One hit per document (its best passage)")] = False,
         min_score: Annotated[float | None, Field(
-            description="Drop hits scoring below this (scores are 0-1 in every mode)")] = None,
+            ge=0, le=1, description="Drop hits scoring below this: a score is the probability"
+                                    " that the hit is relevant (0-1)")] = None,
+        cutoff: Annotated[bool, Field(
+            description="Leave out hits that are probably not relevant (default); false"
+                        " shows weaker matches too")] = True,
         candidates: Annotated[int | None, Field(
             ge=1, le=1000, description="Hybrid: hits of each leg fused (default 100)")] = None,
         fusion: Annotated[Literal["zscore", "minmax", "rrf"] | None, Field(
@@ -342,11 +350,11 @@ def _add_search(server: _Server, kb: KnowledgeBase, budget: int) -> None:
                 created_after=created_after, created_before=created_before,
                 per_document=per_document, min_score=min_score, candidates=candidates,
                 fusion=fusion, rrf_k=rrf_k, text_weight=text_weight,
-                vector_weight=vector_weight))
+                vector_weight=vector_weight, cutoff=cutoff))
         payload: dict[str, Any] = {
             "query": query, "mode": mode, "count": len(hits),
             "hits": [_hit(n, hit, snippet_chars) for n, hit in enumerate(hits, 1)]}
-        notice = search_notice(query, hits)
+        notice = search_notice(query, hits, cutoff=cutoff, show_weaker="cutoff: false")
         if notice:
             payload["notice"] = notice
         payload = _fit_list(payload, "hits", budget, "omitted_hits", _shrink_snippet)

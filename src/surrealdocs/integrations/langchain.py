@@ -83,6 +83,7 @@ class SurrealDocsRetriever(BaseRetriever):
     text_weight: float | None = None
     vector_weight: float | None = None
     per_document: bool = False
+    cutoff: bool = True
 
     _runner: KnowledgeBaseRunner = PrivateAttr()
 

@@ -207,8 +207,11 @@ class Hit:
     """One matching chunk, with where it comes from and why it matched.
 
     ``char_start``/``char_end`` locate the chunk in its document's text; ``page`` and
-    ``last_page`` are the pages it spans (when the format has pages). Hybrid hits carry each
-    leg's rank and score (``None`` where a leg did not find it).
+    ``last_page`` are the pages it spans (when the format has pages). ``score`` estimates
+    the probability that the chunk is relevant to the query, from the query and the chunk
+    alone (:mod:`surrealdocs.parts.relevance`): the same chunk scores the same under any
+    filter, limit or grouping. Hybrid hits carry each leg's rank and score (``None`` where
+    a leg did not find it), which decide the order.
     """
 
     chunk_id: str
@@ -229,6 +232,10 @@ class Hit:
     vector_score: float | None = None
     # the section headings the chunk lies under ("Chapter 2 › Eligibility"), if any
     context: str | None = None
+    # the evidence of ``score`` (the probability that the hit is relevant): the cosine
+    # similarity of query and chunk, and the share of the query's IDF the chunk holds
+    similarity: float | None = None
+    coverage: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = jsonable(self)

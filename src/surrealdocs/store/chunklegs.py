@@ -14,6 +14,7 @@ from surrealdb import RecordID
 
 from ..config import Settings
 from ..parts.filters import Filters
+from ..parts.relevance import idf_of
 from .conditions import filter_conditions
 from .connection import Store
 from .segmentvectors import distance_of
@@ -172,6 +173,38 @@ class LegQueries:
         if scores is None:
             return None
         return distance_of(scores, self.settings.hnsw_distance)
+
+    async def similarities(self, vector: list[float],
+                           chunk_ids: Sequence[str]) -> dict[str, float]:
+        """The cosine similarity (or, for other distances, the vector leg's score) of
+        ``vector`` to each chunk of ``chunk_ids`` (ids as ``table:key`` text), computed from
+        the chunk's own vector the way every search of this store computes it: the text
+        index's codes where the vector leg scans them, else the stored vector."""
+        keys = {cid.split(":", 1)[1]: cid for cid in chunk_ids}
+        if not keys:
+            return {}
+        if self.text is not None:
+            found = await self.text.similarities(vector, list(keys))
+            if found is not None:
+                return {keys[k]: v for k, v in found.items()}
+        ids = [RecordID(self.vector_table, k) for k in keys]
+        function = ("vector::similarity::cosine" if self.settings.hnsw_distance == "COSINE"
+                    else "-vector::distance::euclidean")
+        (rows,) = await self.store.query(
+            f"SELECT record::id(id) AS k, {function}(embedding, $v) AS s FROM $ids"
+            " WHERE embedding != NONE;", {"ids": ids, "v": vector}, read_only=True)
+        return {keys[str(r["k"])]: float(r["s"]) for r in rows or []
+                if str(r.get("k")) in keys and r.get("s") is not None}
+
+    async def idf(self, terms: Sequence[str]) -> dict[str, float]:
+        """Each analysed query term's IDF over the live chunks (the text index's, else from
+        the engine's counts)."""
+        if self.text is not None:
+            return await self.text.idf(terms)
+        await self.count_terms(terms)
+        counts = self.known_term_counts(terms)
+        total = await self.total()
+        return {t: idf_of(counts.get(t, 0), total) for t in terms}
 
     async def total(self) -> int:
         """How many chunks there are (known for a minute at a time)."""

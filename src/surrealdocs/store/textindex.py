@@ -38,8 +38,6 @@ frequencies) are exact over the live chunks; the IDF is Lucene's, never zero.
 from __future__ import annotations
 
 import math
-import os
-import secrets
 import zlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -81,9 +79,10 @@ from .textsegments import (
     View,
     build,
     bytes_of,
+    lease_owner,
     new_segment_key,
 )
-from .textvectors import SegmentVectors, background, held, scan
+from .textvectors import SegmentVectors, background, held, scan, similarity_of
 
 
 class TextIndex:
@@ -107,8 +106,9 @@ class TextIndex:
         self.lease_key = RecordID(f"{chunks_table}_text_lease", "merge")
         self.analyzer = analyzer_for(names.language)
         self.cache = DecodedCache(CACHE_BYTES)
-        self.owner = f"{os.getpid()}-{secrets.token_hex(4)}"
+        self.owner = lease_owner()
         self._last_view: View | None = None
+        self._last_idf: tuple[tuple[str, ...], dict[str, float]] | None = None
         self._ranked: OrderedDict[tuple[Any, ...], Ranked] = OrderedDict()
         # the live segments' vectors, decoded (immutable; dropped when a segment goes)
         self.vectors = SegmentVectors(store, self.vector_part_table)
@@ -288,6 +288,15 @@ class TextIndex:
         twice)."""
         return await self._retrying(lambda: self._rank(terms))
 
+    async def idf(self, terms: Sequence[str]) -> dict[str, float]:
+        """Each (analysed) term's IDF over the live chunks: those of the last ranking of
+        these terms (a search has just ranked them: the view is not read again), else of a
+        new one."""
+        last = self._last_idf
+        if last is not None and last[0] == tuple(sorted(set(terms))):
+            return dict(last[1])
+        return dict((await self.rank(terms)).idf)
+
     async def _retrying(self, read: Callable[[], Awaitable[T]]) -> T:
         for attempt in range(3):
             try:
@@ -310,9 +319,11 @@ class TextIndex:
         asked = (view.signature, *sorted(weights.items()))
         known = self._ranked.get(asked)
         if known is not None:  # the same search again (a per-document search asks more)
+            self._last_idf = (tuple(unique), known.idf)
             return known
         ranked = await self._score(view, weights)
         self._ranked[asked] = ranked
+        self._last_idf = (tuple(unique), ranked.idf)
         while len(self._ranked) > RANKED_CACHE:
             self._ranked.popitem(last=False)
         return ranked
@@ -330,6 +341,7 @@ class TextIndex:
         acc = np.zeros(view.offsets[-1], dtype=np.float64)
         n = view.chunks
         ceiling = 0.0  # the most any chunk could score: every term, saturated
+        idfs: dict[str, float] = {}
         for term in unique:
             found = view.postings.get(term)
             if found is None:  # the term's BM25 per live chunk, kept for the view's life
@@ -343,12 +355,15 @@ class TextIndex:
                     view.postings_bytes = found[0].nbytes + found[1].nbytes
                 view.postings[term] = found
             ords, contribution, idf = found
+            idfs[term] = idf
             if len(ords):
                 acc[ords] += weights[term] * contribution
-                ceiling += weights[term] * idf * (k1 + 1.0)
+            ceiling += weights[term] * idf * (k1 + 1.0)  # a term no chunk holds counts too
         hits = np.flatnonzero(acc)
         # scores as a share of that ceiling: 0-1 whatever the query (the order is BM25's)
-        return Ranked(view, hits, acc[hits] / ceiling if ceiling > 0 else acc[hits])
+        ranked = Ranked(view, hits, acc[hits] / ceiling if ceiling > 0 else acc[hits])
+        ranked.idf = idfs
+        return ranked
 
     @staticmethod
     def _live_postings(view: View, term: str,
@@ -381,6 +396,14 @@ class TextIndex:
         distance = self.settings.hnsw_distance
         return await self._scanning(len(vector),
                                     lambda view, sets: scan(view, sets, vector, distance))
+
+    async def similarities(self, vector: Sequence[float],
+                           keys: Sequence[str]) -> dict[str, float] | None:
+        """The scores (as :meth:`nearest` gives them) of ``vector`` against the chunks
+        ``keys`` alone; ``None`` where :meth:`nearest` cannot answer."""
+        distance = self.settings.hnsw_distance
+        return await self._scanning(
+            len(vector), lambda view, sets: similarity_of(view, sets, vector, distance, keys))
 
     async def background(self, vector: Sequence[float]) -> np.ndarray | None:
         """The scores (as :meth:`nearest` gives them) of ``vector`` against a fixed sample

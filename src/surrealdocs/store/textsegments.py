@@ -6,7 +6,9 @@ ranking, and the decoded-record cache."""
 from __future__ import annotations
 
 import math
+import os
 import secrets
+import socket
 import time
 import zlib
 from collections import Counter, OrderedDict
@@ -32,6 +34,28 @@ LEVEL_BASE = 10  # level 0 holds segments under 10 chunks, level 1 under 100, ..
 MERGE_FANOUT = 10  # segments of one level merged into one of the next
 EXPUNGE_DEAD_RATIO = 0.2  # a segment with more dead chunks is rewritten alone
 LEASE_SECONDS = 300
+
+
+def lease_owner() -> str:
+    """Who holds a lease: this machine, this process, and a token of this index."""
+    return f"{socket.gethostname()}:{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def holder_gone(holder: str) -> bool:
+    """Whether the process that holds a lease (:func:`lease_owner`) is of this machine and
+    no longer runs. A holder of another machine, or written before holders named their
+    machine, is never known to be gone."""
+    host, _, rest = holder.rpartition(":")
+    pid = rest.split("-", 1)[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # it runs, as another user
+        return False
+    return False
 CACHE_BYTES = 256 * 1024 * 1024
 RANKED_CACHE = 8  # rankings of recent searches, while nothing changes
 BACKGROUND_ROWS = 4096  # live vectors sampled per view: a query's similarity to the store
@@ -220,6 +244,7 @@ class SegmentMap:
     origins: list[str]
     origin_of: np.ndarray
     _where: dict[tuple[str, int], int] | None = field(default=None, repr=False)
+    _by_key: dict[str, int] | None = field(default=None, repr=False)
 
     @classmethod
     def decode(cls, row: dict[str, Any]) -> SegmentMap:
@@ -238,6 +263,13 @@ class SegmentMap:
             return self._where.get((key, self.origins.index(origin)))
         except ValueError:
             return None
+
+    def ordinal_of_key(self, key: str) -> int | None:
+        """The ordinal of chunk ``key`` in this segment (its newest, if it was written here
+        twice), ``None`` when it is not here."""
+        if self._by_key is None:
+            self._by_key = {k: i for i, k in enumerate(self.keys)}
+        return self._by_key.get(key)
 
     @property
     def size(self) -> int:
@@ -305,6 +337,7 @@ class Ranked:
         self._scores = scores if scores is not None else np.zeros(0)
         self._sorted: list[tuple[str, float]] = []
         self._documents: list[Any] = []  # of the sorted, when every map holds them
+        self.idf: dict[str, float] = {}  # of the query's terms
 
     def __len__(self) -> int:
         return len(self._ordinals)

@@ -116,6 +116,34 @@ def scan(view: View, sets: dict[str, VectorSet], vector: Sequence[float],
     return Ranked(view, np.concatenate(ordinals), np.concatenate(scores))
 
 
+def similarity_of(view: View, sets: dict[str, VectorSet], vector: Sequence[float],
+                  distance: str, keys: Sequence[str]) -> dict[str, float]:
+    """The scores (as :func:`scan` gives its best rows) of ``vector`` against the live
+    chunks ``keys``, computed from their codes alone: the same for a chunk whichever search
+    found it. A key without a live vector is left out."""
+    query = _query(vector, distance)
+    if query is None:
+        return {}
+    out: dict[str, float] = {}
+    wanted = set(keys)
+    for s in reversed(view.segments):  # newest first
+        found = sets.get(s.key)
+        if found is None or not wanted:
+            continue
+        dead = view.dead.get(s.key)
+        mapping = view.maps[s.key]
+        here = [(k, o) for k in wanted if (o := mapping.ordinal_of_key(k)) is not None
+                and found.has[o] and (dead is None or not dead[o])]
+        if not here:
+            continue
+        ordinals = np.array([o for _, o in here], dtype=np.int64)
+        scores = found.take(ordinals).scores(query, distance)  # few rows: each one exact
+        for (k, _), score in zip(here, scores.tolist()):
+            out[k] = float(score)
+            wanted.discard(k)
+    return out
+
+
 def background(view: View, sets: dict[str, VectorSet], vector: Sequence[float],
                distance: str) -> np.ndarray:
     """The scores (as :func:`scan` gives them) of ``vector`` against a fixed sample of the

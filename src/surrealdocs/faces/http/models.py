@@ -48,8 +48,9 @@ class SearchBody(_Strict):
     query: str | None = Field(None, description="What to look for")
     mode: Mode = "hybrid"
     limit: int = Field(10, ge=1, le=MAX_LIMIT, description="Number of hits")
-    min_score: float | None = Field(None, description="Drop hits scoring below this (scores"
-                                    " are 0-1 in every mode: see the README)")
+    min_score: float | None = Field(None, ge=0, le=1, description=(
+        "Drop hits scoring below this: a score is the probability that the hit is relevant"
+        " (0-1; see the README)"))
     source: str | None = Field(None, description="Only sources matching this glob")
     mime_type: list[str] | None = Field(None, description="Only these MIME types")
     notebook: str | None = Field(None, description="Only sources in this notebook (name or id)")
@@ -66,6 +67,8 @@ class SearchBody(_Strict):
     query_vector: list[float] | None = Field(
         None, description="Search by this vector (the store's model) instead of, or besides,"
                           " the query text")
+    cutoff: bool = Field(True, description="Leave out hits that are probably not relevant"
+                                           " (false: show weaker matches too)")
 
 
 class TextItem(_Strict):

@@ -74,7 +74,7 @@ async def ready(state: State, response: Response) -> dict[str, Any]:
 async def info(request: Request, state: State) -> dict[str, Any]:
     config = state.config
     out: dict[str, Any] = {
-        "version": __version__, "state": state.state,
+        "service": "surrealdocs", "version": __version__, "state": state.state,
         "limits": {"max_file_bytes": config.max_file_bytes,
                    "max_request_bytes": config.max_request_bytes,
                    "max_files": config.max_files},
@@ -201,7 +201,7 @@ async def _search(kb: KnowledgeBase, q: SearchBody) -> dict[str, Any]:
     answer = {"query": q.query, "mode": q.mode, "count": len(hits),
               "took_ms": round((time.perf_counter() - started) * 1000, 2),
               "hits": [h.to_dict() for h in hits]}
-    notice = search_notice(q.query, hits)
+    notice = search_notice(q.query, hits, cutoff=q.cutoff)
     if notice:
         answer["notice"] = notice
     return answer

@@ -25,6 +25,7 @@
     searchSeq: 0,
     docsOffset: 0,   // the documents list: how many are shown
     limit: 20,       // hits asked for (More results asks for more)
+    weaker: false,   // show hits below the cut-off too (Show weaker matches)
     session: null,   // the conversation Ask goes on with
     turns: [],       // its earlier questions and answers, shown above the answer
   };
@@ -171,11 +172,13 @@
     if ($("#f-source").value.trim()) params.set("source", $("#f-source").value.trim());
     if ($("#f-after").value) params.set("created_after", $("#f-after").value + "T00:00:00");
     if ($("#f-per-doc").checked) params.set("per_document", "true");
+    if (state.weaker) params.set("cutoff", "false");
     return params;
   }
 
-  async function search(more) {
+  async function search(more, weaker) {
     if (state.mode === "ask") return ask();
+    state.weaker = more ? state.weaker : Boolean(weaker);
     $("#answer").hidden = true;
     $("#conversation").hidden = true;
     const q = $("#q").value.trim();
@@ -222,6 +225,7 @@
     syncUrl(q);
     $("#results").replaceChildren();
     $("#more-results").hidden = true;
+    $("#weaker-results").hidden = true;
     if (!q) { $("#answer").hidden = true; renderHits([], ""); return; }
     const seq = ++state.searchSeq;
     if (!state.session) {  // the first question starts a conversation, in the notebook picked
@@ -329,13 +333,18 @@
       $("#summary").textContent = "";
       $("#empty").hidden = false;
       $("#more-results").hidden = true;
+      $("#weaker-results").hidden = true;
       return;
     }
     $("#empty").hidden = true;
     $("#more-results").hidden = hits.length < state.limit;
+    // nothing probably relevant: the weaker matches are one click away
+    $("#weaker-results").hidden = hits.length > 0 || state.weaker || !notice
+      || !/looks relevant/.test(notice);
+    const weaker = state.weaker ? " · weaker matches shown" : "";
     $("#summary").textContent = hits.length
-      ? `${hits.length} passage${hits.length === 1 ? "" : "s"} · ${state.mode} · ${Math.round(tookMs)} ms`
-      : notice ? `No passages: ${notice}.`
+      ? `${hits.length} passage${hits.length === 1 ? "" : "s"} · ${state.mode} · ${Math.round(tookMs)} ms${weaker}`
+      : notice ? `No passages: ${notice.replace(/ \(cutoff=false [^)]*\)/, "")}.`
         : "No passages match. Try other words, or the Vector mode for meaning.";
     const pattern = termPattern(state.terms);
     hits.forEach((hit, i) => {
@@ -355,7 +364,8 @@
         onclick: () => openHit(i) },
         el("div", { class: "hit-head" },
           el("span", { class: "hit-title", text: hit.title || baseName(hit.source) }),
-          el("span", { class: "score", title: "score", text: hit.score.toFixed(3) })),
+          el("span", { class: "score", title: "How likely this passage is to be relevant",
+            text: `${Math.round(hit.score * 100)}%` })),
         meta, text);
       list.append(el("li", {}, button));
     });
@@ -793,6 +803,7 @@
     $("#notebook").addEventListener("change", () => { renderNotebooks(); loadDocuments(); if ($("#q").value.trim()) search(); });
     $("#documents-more").addEventListener("click", () => loadDocuments(true));
     $("#more-results").addEventListener("click", () => search(true));
+    $("#weaker-results").addEventListener("click", () => search(false, true));
     $("#new-conversation").addEventListener("click", () => {
       state.session = null; state.turns = []; state.lastTurn = null;
       renderTurns();
