@@ -166,6 +166,26 @@ class Searcher:
         else:
             text_first = None
             vector = None if mode == "text" else await self._query_vector(text, query_vector)
+        # a text search's hits are scored with the query's vector too (a chunk scores the
+        # same in every mode): it is embedded while the text leg runs
+        pending = asyncio.ensure_future(self._query_vector(text, None)) \
+            if mode == "text" and self._judged_by_meaning() else None
+        try:
+            return await self._ranked(text, mode, limit, min_score, filters, depth, fusion, k,
+                                      weights, per_document, cutoff, text_first, vector,
+                                      pending)
+        finally:
+            if pending is not None and not pending.done():
+                pending.cancel()
+                await asyncio.gather(pending, return_exceptions=True)
+
+    async def _ranked(self, text: str, mode: str, limit: int, min_score: float | None,
+                      filters: Filters, depth: int, fusion: str, k: int,
+                      weights: tuple[float, float], per_document: bool, cutoff: bool,
+                      text_first: list[Hit] | None, vector: list[float] | None,
+                      pending: asyncio.Future[list[float]] | None) -> list[Hit]:
+        """The legs, fused, shown, scored and cut (:meth:`search` has checked the request)."""
+        settings = self.settings
 
         async def run(careful: bool) -> list[Hit]:
             if mode == "text":
@@ -194,8 +214,8 @@ class Searcher:
         shown, all_visible = await self._show(await run(careful=False))
         if not all_visible:
             shown, _ = await self._show(await run(careful=True))
-        if mode == "text" and shown and self._judged_by_meaning():
-            vector = await self._query_vector(text, None)  # the score is every mode's
+        if pending is not None and shown:
+            vector = await pending
         await self._judge(shown, text, vector)
         if cutoff and settings.relevance_cutoff > 0:
             shown = [h for h, keep in zip(shown, kept(
@@ -235,8 +255,8 @@ class Searcher:
                 if background is None:
                     calibration = calibration_for(model, background=False)
         for hit in hits:
-            hit.coverage = round(coverage(weights, idf, analyzer.terms(hit.content)), 6) \
-                if weights else None
+            hit.coverage = round(coverage(weights, idf, analyzer.terms_of_words(
+                list(set(analyzer.words(hit.content))))), 6) if weights else None
             hit.similarity = similarity.get(hit.chunk_id)
             if vector is not None and hit.similarity is None and hit.vector_score is not None:
                 hit.similarity = hit.vector_score  # documents-only stores: the leg's own
