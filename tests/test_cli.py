@@ -259,3 +259,21 @@ def test_help_wraps_whole_sentences_at_80_columns(command: list[str]) -> None:
         words = line.strip()
         if words and after.strip():  # a line of a paragraph that goes on: it must be full
             assert len(line) >= 60 or words.endswith((".", ":", ")")), (line, after)
+
+
+def test_a_failed_file_fails_every_run_until_it_is_fixed(tmp_path: Path) -> None:
+    """Issue 43: a second ingest of a folder reported its broken files as unchanged,
+    failed 0, exit 0."""
+    db = str(tmp_path / "kb")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "bad.pdf").write_bytes(b"%PDF-1.5 broken")
+    (folder / "good.md").write_text("# fine\n\nA good file.")
+    for _ in range(2):
+        code, out = run("ingest", str(folder), "--db", db, "--model", "hashing-64", "--json")
+        assert code == 1
+        results = {Path(r["source"]).name: r for r in json.loads(out)["results"]}
+        assert results["bad.pdf"]["status"] == "failed" and "PDF" in results["bad.pdf"]["reason"]
+    (folder / "bad.pdf").unlink()
+    code, _ = run("ingest", str(folder), "--db", db, "--model", "hashing-64", "--json")
+    assert code == 0

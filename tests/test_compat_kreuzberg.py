@@ -657,7 +657,8 @@ async def test_failed_files_raise_after_the_rest_is_stored(db: Any, tmp_path: Pa
     with pytest.raises(ExtractionFailedError, match="PDF") as again:  # reported again...
         await pipeline.ingest_file(broken)
     # ...without being extracted again: the unchanged bytes' outcome is remembered
-    assert [(r.status, r.last_status) for r in again.value.results] == [("unchanged", "failed")]
+    assert [(r.status, r.last_status) for r in again.value.results] == [("failed", "failed")]
+    assert "unchanged since it failed" in (again.value.results[0].reason or "")
     broken.write_bytes(b"%PDF-1.4 other garbage")  # changed bytes are extracted again
     with pytest.raises(ExtractionFailedError) as changed:
         await pipeline.ingest_file(broken)

@@ -247,9 +247,11 @@ async def test_bad_input_is_reported_and_the_rest_lands(kb: KnowledgeBase, tmp_p
     assert by_name["missing.pdf"].reason == "no such file or directory"
     docs, _, _ = await counts(kb)
     assert docs == 1
-    # failures are remembered: an unchanged broken file is not extracted again...
+    # failures are remembered: an unchanged broken file is not extracted again, and is
+    # reported as failed with its reason on every run (a nightly job stays red)...
     again = await kb.ingest([broken])
-    assert again.results[0].status == "unchanged" and "PDF" in (again.results[0].reason or "")
+    assert again.results[0].status == "failed" and "PDF" in (again.results[0].reason or "")
+    assert again.results[0].last_status == "failed" and again.counts["failed"] == 1
     # ...unless asked
     retried = await kb.ingest([broken], retry_failed=True)
     assert retried.results[0].status == "failed"

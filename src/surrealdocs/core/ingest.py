@@ -257,6 +257,11 @@ class Ingestor:
                         await self.storage.documents.touch_file(
                             src.key, file_hash, len(src.data), src.mtime_ns)
                     doc = previous.get("document")
+                    if previous["status"] == "failed":  # still failed: said on every run
+                        return FileResult(
+                            src.key, "failed", reason=f"{previous.get('error') or 'failed'}"
+                            " (unchanged since it failed; --retry-failed tries again)",
+                            last_status="failed")
                     return FileResult(src.key, "unchanged",
                                       document_id=id_text(doc) if doc else None,
                                       reason=previous.get("error") if failed_before else None,

@@ -426,8 +426,7 @@ def _ingestion_error(exc: Exception) -> Exception:
 
 
 def _raise_failures(results: Sequence[FileResult]) -> None:
-    failed = [r for r in results if r.status == "failed"
-              or (r.status == "unchanged" and r.last_status == "failed")]
+    failed = [r for r in results if r.status == "failed"]
     if failed:
         detail = "; ".join(f"{r.source}: {r.reason}" for r in failed[:5])
         more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
