@@ -499,3 +499,32 @@ def test_the_server_answers_malformed_model_output_with_502_and_an_error_event(
         while server.aborted == 0 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert server.aborted == 1
+
+
+def test_one_rule_for_openai_compatible_urls() -> None:
+    """A bare server URL means its API is under /v1, for the chat model as for the
+    embedder (vLLM, LM Studio and llama-server users got a 404 from one and not the other)."""
+    import httpx
+
+    from surrealdocs.chat import chat_model
+    from surrealdocs.embed.openai import OpenAIEmbedder
+    from surrealdocs.parts.http_api import openai_endpoint
+
+    for base, chat, embed in (
+            ("http://host:8000", "http://host:8000/v1/chat/completions",
+             "http://host:8000/v1/embeddings"),
+            ("http://host:8000/v1/", "http://host:8000/v1/chat/completions",
+             "http://host:8000/v1/embeddings"),
+            ("https://host/openai/v1", "https://host/openai/v1/chat/completions",
+             "https://host/openai/v1/embeddings")):
+        settings = Settings(db="mem://", llm="openai:m", llm_base_url=base)
+        assert str(chat_model(None, settings, env={}).url) == chat
+        assert str(openai_endpoint(httpx.URL(base), "embeddings")) == embed
+        assert str(OpenAIEmbedder.endpoint_url(None, httpx.URL(base))) == embed  # type: ignore[arg-type]
+
+
+async def test_a_404_names_the_url_it_asked(kb: KnowledgeBase, server: ChatServer) -> None:
+    kb.settings = kb.settings.replace(llm_base_url=server.url + "/nowhere")
+    with pytest.raises(ChatModelError) as failed:
+        await kb.ask("Where do storks nest?", llm="openai:unknown")
+    assert f"POST {server.url}/nowhere/chat/completions" in str(failed.value)

@@ -21,7 +21,13 @@ import httpx
 
 from ..config import Settings
 from ..errors import ChatModelError, ConfigurationError, ForbiddenError
-from ..parts.http_api import OLLAMA_PORT, backoff, checked_base_url, retry_after
+from ..parts.http_api import (
+    OLLAMA_PORT,
+    backoff,
+    checked_base_url,
+    openai_endpoint,
+    retry_after,
+)
 from ..parts.secrets_mask import mask
 
 MAX_BACKOFF = 20.0
@@ -135,7 +141,9 @@ class ChatModel:
     def _failure(self, response: httpx.Response) -> str:
         detail = mask(" ".join(response.text.split())[:2000], [self.options.api_key])[:300]
         if response.status_code == 404:
-            return f"does not know the model (HTTP 404: {detail})"
+            asked = self.url.copy_with(userinfo=b"", query=None, fragment=None)
+            return (f"answered HTTP 404 for POST {asked}: a model it does not know, or no such"
+                    f" endpoint (check the base URL) ({detail})")
         if response.status_code in (401, 403):
             return f"refused the API key (HTTP {response.status_code}: {detail})"
         return f"answered HTTP {response.status_code} ({detail})"
@@ -147,7 +155,7 @@ class OpenAIChat(ChatModel):
     base_url_env = "OPENAI_BASE_URL"
 
     def endpoint(self, base: httpx.URL) -> httpx.URL:
-        return base.copy_with(path=base.path.rstrip("/") + "/chat/completions")
+        return openai_endpoint(base, "chat/completions")  # the embedder's rule
 
     def pieces(self, line: str) -> tuple[str, bool]:
         if line.startswith(":"):  # a server-sent events comment (a keep-alive)

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from ..errors import ConfigurationError
+from ..parts.http_api import openai_endpoint
 from .http import HTTPEmbedder, ProviderOptions
 
 
@@ -38,8 +39,7 @@ class OpenAIEmbedder(HTTPEmbedder):
         super().__init__(model, options)
 
     def endpoint_url(self, base: httpx.URL) -> httpx.URL:
-        path = base.path.rstrip("/").removesuffix("/embeddings")
-        return base.copy_with(path=(path or "/v1") + "/embeddings")
+        return openai_endpoint(base, "embeddings")
 
     def parse(self, body: Any) -> list[Any]:
         data = body["data"]

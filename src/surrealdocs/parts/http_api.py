@@ -31,6 +31,17 @@ def checked_base_url(text: str, where: str, *, default_port: int | None = None) 
     return url
 
 
+def openai_endpoint(base: httpx.URL, name: str) -> httpx.URL:
+    """An OpenAI-compatible server's endpoint ``name`` (``embeddings``,
+    ``chat/completions``), read as the OpenAI SDK reads ``OPENAI_BASE_URL``: the base is the
+    API root, version included (``https://api.openai.com/v1``, ``https://host/openai/v1``);
+    a URL that is just a server (``http://host:8000``) has its API under ``/v1``; the
+    endpoint's own path at the end is taken off (``…/v1/embeddings`` is ``…/v1``). The one
+    rule for every OpenAI-compatible provider (embeddings, chat)."""
+    path = base.path.rstrip("/").removesuffix("/" + name)
+    return base.copy_with(path=(path or "/v1") + "/" + name)
+
+
 def retry_after(response: httpx.Response) -> float | None:
     """Seconds the server asks to wait: ``retry-after-ms`` (OpenAI), ``Retry-After`` as
     seconds or as an HTTP date."""
