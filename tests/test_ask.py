@@ -138,6 +138,16 @@ def test_the_command_line_streams_the_answer_then_its_sources(tmp_path: Any,
     result = CliRunner().invoke(app, ["ask", "egret feet colour", "--json", *db], env=env)
     out = json.loads(result.output)
     assert out["grounded"] and out["citations"][0]["source"].endswith("egrets.txt")
+    # an invented number is named, and the answer without it printed after what streamed
+    server.reply = "Yellow feet [1][7]."
+    result = CliRunner().invoke(app, ["ask", "egret feet colour", *db], env=env)
+    assert result.exit_code == 0, result.output
+    assert "[7] named no passage and was removed" in result.output
+    assert result.output.rstrip().count("Yellow feet [1].") == 1  # the checked answer
+    # a question of common words only: no empty note
+    result = CliRunner().invoke(app, ["ask", "the of and", *db], env=env)
+    assert result.exit_code == 0 and "note:" not in result.output
+    assert "[n]" in CliRunner().invoke(app, ["ask", "--help"]).output
 
 
 def test_citations_outside_the_passages_are_removed() -> None:

@@ -42,9 +42,10 @@ def test_ingest_search_stats_delete(tmp_path: Path) -> None:
     assert len(hits) == 2 and hits[0]["source"].endswith("bm25.txt")
     assert {"score", "text_rank", "char_start", "char_end", "page", "title"} <= set(hits[0])
 
-    code, out = run("search", "walrus", "--db", db, "--model", "hashing-64",
-                    "--mime-type", "application/pdf", "--json")
-    assert code == 0 and all(h["mime_type"] == "application/pdf" for h in json.loads(out))
+    result = runner.invoke(app, ["search", "walrus", "--db", db, "--model", "hashing-64",
+                                 "--mime-type", "application/pdf", "--json", "--all"])
+    assert result.exit_code == 0
+    assert all(h["mime_type"] == "application/pdf" for h in json.loads(result.stdout))
 
     code, out = run("search", "BM25 ranking", "--db", db, "--model", "hashing-64")
     assert code == 0 and "bm25" in out.lower()

@@ -54,6 +54,8 @@ async def test_corpus_lands_with_every_failure_named(tmp_path: Path) -> None:
             " OR string::len(string::trim(content)) = 0;")
         assert bad == []
 
-        again = await kb.ingest(small)
-        assert again.counts["unchanged"] == len(small)
+        again = await kb.ingest(small)  # nothing extracted again; failures said again
+        assert again.counts["unchanged"] + again.counts["failed"] == len(small)
+        assert again.counts["failed"] == counts["failed"]
+        assert all(r.last_status == "failed" for r in again.results if r.status == "failed")
         assert again.chunks_written == 0

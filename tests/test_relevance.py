@@ -182,3 +182,15 @@ def test_the_setting_is_checked() -> None:
         with pytest.raises(ConfigurationError, match="relevance_cutoff"):
             Settings(db="mem://", relevance_cutoff=bad)  # type: ignore[arg-type]
     assert Settings.from_env({"SURREALDOCS_RELEVANCE_CUTOFF": "0.2"}).relevance_cutoff == 0.2
+
+
+def test_search_json_says_why_it_is_empty_on_stderr(tmp_path: Any) -> None:
+    runner = CliRunner()  # stdout and stderr apart
+    db = ["--db", str(tmp_path / "db"), "--model", "hashing-64"]
+    note = tmp_path / "n.txt"
+    note.write_text("Herons wade in shallow water.")
+    assert runner.invoke(app, ["ingest", str(note), *db]).exit_code == 0
+    out = runner.invoke(app, ["search", "the of and", "--json", *db])
+    assert out.exit_code == 0 and json.loads(out.stdout) == []
+    assert "common word" in out.stderr
+    assert "--server" not in runner.invoke(app, ["serve", "--help"]).stdout

@@ -88,6 +88,8 @@ async def test_mcp_behind_the_keys(tmp_path: Path) -> None:
             tools = {t.name for t in (await client.list_tools()).tools}
             assert "search" in tools and "add_text" not in tools
             refused = await client.call_tool("add_text", {"source": "note://x", "text": "x"})
-            assert refused.is_error and "--mcp-allow-writes" in refused.content[0].text
+            # the server has --mcp-allow-writes: the key is what is missing, and it says so
+            assert refused.is_error and "this key is read-only" in refused.content[0].text
+            assert "--mcp-allow-writes" not in refused.content[0].text
             found = await client.call_tool("search", {"query": "heron", "mode": "text"})
             assert json.loads(found.content[0].text)["hits"][0]["source"] == "note://heron"

@@ -48,6 +48,10 @@ class Settings:
             ``surrealdocs.embed.available_models``) or a hosted one, ``openai:MODEL`` or
             ``ollama:MODEL`` (the only way anything reaches the network).
         chunk_size, chunk_overlap: chunk length and overlap in characters.
+        derive_titles: a document without a real metadata title is titled by its e-mail
+            subject, first heading, a presentation's first line, else its file name
+            (``parts/titles.py``); false keeps kreuzberg's metadata title as it is (the
+            kreuzberg-surrealdb facade's behaviour).
         chunk_context: ``headings`` gives each chunk the path of section headings it lies
             under, where the format has them (Markdown, HTML, DOCX, ODT, EPUB, ...): the
             embedding model reads it before the chunk's text, and search hits show it.
@@ -171,6 +175,7 @@ class Settings:
     chunk_size: int = 800
     chunk_overlap: int = 100
     chunk_context: str = "headings"
+    derive_titles: bool = True
     fit_chunks: bool = False
     strip_running_lines: bool = True
     hnsw_distance: str = "COSINE"

@@ -53,12 +53,14 @@ class Answer:
     passages: list[Hit] = field(default_factory=list)
     grounded: bool = False
     removed_citations: int = 0  # numbers the model cited that named no passage
+    invented: list[int] = field(default_factory=list)  # those numbers, in order
     model: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"question": self.question, "answer": self.text, "grounded": self.grounded,
                 "citations": [c.to_dict() for c in self.citations],
-                "removed_citations": self.removed_citations, "model": self.model,
+                "removed_citations": self.removed_citations, "invented": self.invented,
+                "model": self.model,
                 "passages": [h.to_dict() for h in self.passages]}
 
 
@@ -142,10 +144,14 @@ async def answer(question: str, passages: list[Hit], model: ChatModel, budget: i
     async for piece in model.stream(prompt(question, passages, budget)):
         pieces.append(piece)
         event("text", piece)
-    text, cited, removed = check_citations("".join(pieces).strip(), len(passages))
+    raw = "".join(pieces).strip()
+    text, cited, removed = check_citations(raw, len(passages))
     citations = [_citation(n, passages[n - 1]) for n in cited]
+    invented = list(dict.fromkeys(int(n) for m in _CITES.finditer(raw)
+                                  for n in m.group(1).split(",")
+                                  if not 1 <= int(n) <= len(passages)))
     return Answer(question, text, citations, passages, grounded=bool(citations),
-                  removed_citations=removed, model=model.name)
+                  removed_citations=removed, invented=invented, model=model.name)
 
 
 def _citation(number: int, hit: Hit) -> Citation:

@@ -105,9 +105,20 @@ _STORE_OPTIONS = [
 def store_options(command: Callable[..., T]) -> Callable[..., T]:
     """Give a command the store options (declared once, here); it receives them as
     ``store: StoreOptions``."""
+    return _with_options(command, _STORE_OPTIONS)
+
+
+def own_store_options(command: Callable[..., T]) -> Callable[..., T]:
+    """The store options but ``--server`` and ``--key``: for a command that is the server."""
+    return _with_options(command, [p for p in _STORE_OPTIONS
+                                   if p.name not in ("server", "key")])
+
+
+def _with_options(command: Callable[..., T], options: list[inspect.Parameter]
+                  ) -> Callable[..., T]:
     signature = inspect.signature(command, eval_str=True)
     own = [p for p in signature.parameters.values() if p.name != "store"]
-    names = [p.name for p in _STORE_OPTIONS]
+    names = [p.name for p in options]
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> T:
@@ -115,8 +126,8 @@ def store_options(command: Callable[..., T]) -> Callable[..., T]:
         return command(*args, store=store, **kwargs)
 
     wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[*own, *_STORE_OPTIONS])
-    wrapper.__annotations__ = {p.name: p.annotation for p in [*own, *_STORE_OPTIONS]}
+        parameters=[*own, *options])
+    wrapper.__annotations__ = {p.name: p.annotation for p in [*own, *options]}
     return wrapper
 
 
@@ -581,6 +592,9 @@ def search(
     hits = _with_kb(store, lambda kb: kb.search(request))
     if as_json:
         _print_json([h.to_dict() for h in hits])
+        notice = search_notice(query, hits, cutoff=cutoff, show_weaker="--all")
+        if notice:  # the JSON stays a list of hits; why it is empty goes to stderr
+            err_console.print(f"notice: {escape(notice)}")
         return
     _print_hits(hits, mode, query, cutoff=cutoff)
 
@@ -978,7 +992,7 @@ def ask(
     *, store: StoreOptions,
 ) -> None:
     """Answer a question from the stored documents with a chat model, citing the passages
-    it used as [n]; the sources follow the answer."""
+    it used as \\[n]; the sources follow the answer."""
     from ..chat import chat_model
 
     try:
@@ -1013,12 +1027,17 @@ def ask(
 
 
 def _print_sources(result: Any) -> None:
-    if result.removed_citations or not result.grounded:
-        note = [f"{_count(result.removed_citations, 'citation')} of no passage removed"] \
-            if result.removed_citations else []
-        if not result.grounded and result.passages:
-            note.append("the answer cites no passage: it is not grounded")
+    note = []
+    if result.removed_citations:
+        named = " ".join(f"[{n}]" for n in result.invented) or "citations"
+        note.append(f"{named} named no passage and {'was' if len(result.invented) == 1 else 'were'}"
+                    " removed; the checked answer:")
+    if not result.grounded and result.passages:
+        note.append("the answer cites no passage: it is not grounded")
+    if note:
         err_console.print(f"[yellow]note:[/yellow] {escape('; '.join(note))}")
+    if result.removed_citations:  # what streamed held them: the answer without them
+        console.print(printable(result.text), markup=False, highlight=False, soft_wrap=True)
     for c in result.citations:
         pages = f", page {c.page}" if c.page else ""
         title = escape(printable(c.title or c.source))
@@ -1048,7 +1067,7 @@ def mcp_command(
 
 # ----- the HTTP server and its keys ------------------------------------------------------
 @app.command()
-@store_options
+@own_store_options
 def serve(
     host: Annotated[str, typer.Option(
         help="Address to listen on. Without API keys only loopback is allowed")] = "127.0.0.1",

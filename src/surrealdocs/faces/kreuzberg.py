@@ -304,6 +304,7 @@ class _Ingester:
             insert_batch_size=min(insert_batch_size, Settings.insert_batch_size),
             chunked=self._chunked, embed=embed,
             separate_vectors=False, fit_chunks=False, kreuzberg_config=own_config,
+            derive_titles=False,  # the original stores kreuzberg's metadata title
             text_index="engine", **extra)  # its users write `@@` queries
         self._db = db
         self._client = LegacyQueryClient(db)

@@ -65,8 +65,7 @@ class _Server(MCPServer[Any]):
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[Any, Any] | None = None) -> Any:
         if name in WRITE_TOOLS and not self.allow_writes:
-            raise ToolError(f"{name}: writes are disabled on this server (start it with "
-                            f"{self.writes_hint} to allow them)")
+            raise ToolError(f"{name}: writes are disabled here: {self.writes_hint}")
         return await super().call_tool(name, arguments, context)
 
 
@@ -181,8 +180,12 @@ def _check_max_chars(max_chars: int) -> int:
     return max_chars
 
 
-STDIO_WRITES_HINT = "`surrealdocs mcp --allow-writes`"
-HTTP_WRITES_HINT = "`surrealdocs serve --mcp-allow-writes`, and use a key that may write"
+STDIO_WRITES_HINT = "start the server with `surrealdocs mcp --allow-writes` to allow them"
+HTTP_WRITES_HINT = ("start the server with `surrealdocs serve --mcp-allow-writes`, and use a"
+                    " key that may write")
+# the server offers them, to keys that may write: this one may not
+KEY_WRITES_HINT = ("this key is read-only: use a key that may write (the server offers"
+                   " writes to those)")
 
 
 def build_mcp_server(kb: KnowledgeBase, *, allow_writes: bool = False,
@@ -539,7 +542,8 @@ async def _notebook_for_writing(kb: KnowledgeBase, ref: str | None,
 def mcp_http_app(kb: KnowledgeBase, *, allow_writes: bool = False,
                  max_chars: int = DEFAULT_MAX_CHARS, path: str = "/mcp",
                  stateless: bool = False, json_response: bool = False,
-                 transport_security: Any = None, host: str = "127.0.0.1") -> Starlette:
+                 transport_security: Any = None, host: str = "127.0.0.1",
+                 writes_hint: str = HTTP_WRITES_HINT) -> Starlette:
     """The MCP server of ``kb`` over streamable HTTP, as an ASGI (Starlette) app.
 
     The app answers at ``path`` and its lifespan runs the MCP session manager: serve it as
@@ -553,7 +557,7 @@ def mcp_http_app(kb: KnowledgeBase, *, allow_writes: bool = False,
     instead of an event stream.
     """
     server = build_mcp_server(kb, allow_writes=allow_writes, max_chars=max_chars,
-                              writes_hint=HTTP_WRITES_HINT)
+                              writes_hint=writes_hint)
     return server.streamable_http_app(
         streamable_http_path=path, stateless_http=stateless, json_response=json_response,
         transport_security=transport_security, host=host)

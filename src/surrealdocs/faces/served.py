@@ -7,18 +7,29 @@ the store itself (ingest, sync, notebooks, keys…) say so.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
+import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
 from ..core.answer import Answer, Citation
 from ..core.search_request import SearchRequest
 from ..errors import ConfigurationError, NotFoundError, StoreError
-from ..parts.results import Document, Forgotten, Hit, Stats, jsonable
+from ..parts.discover import discover_paths
+from ..parts.results import Document, FileResult, Forgotten, Hit, IngestReport, Stats, jsonable
 
 TIMEOUT = httpx.Timeout(60.0, connect=10.0)  # a search, a page of documents, a delete
+UPLOAD_TIMEOUT = httpx.Timeout(600.0, connect=10.0)  # a batch of files on its way
+JOB_POLL_SECONDS = 0.25
+BATCH_FILES = 100  # files per upload request (the server's default limit is 1,000)
+BATCH_BYTES = 200 * 1000**2  # bytes per upload request (its default limit is 500 MB)
 ANSWER_TIMEOUT = httpx.Timeout(300.0, connect=10.0)  # between two pieces of a streamed answer
 HELLO_TIMEOUT = httpx.Timeout(10.0)  # /v1/info answers at once, or this is not a server
 
@@ -135,6 +146,50 @@ class ServedKnowledgeBase:
                 out.append(Forgotten(ref, "not found"))
         return out
 
+    async def ingest(self, paths: Sequence[str | Path], *, glob: str = "**/*",
+                     force: bool = False, retry_failed: bool = False,
+                     on_result: Callable[[FileResult], Any] | None = None,
+                     on_discovered: Callable[[int], None] | None = None) -> IngestReport:
+        """Upload the files of ``paths`` (directories expanded with ``glob``) to the
+        server, each as ``upload://`` + its path relative to this directory (a file that
+        was uploaded before under that name is replaced, the same bytes are unchanged),
+        in batches that the server ingests as jobs; report as a local ingest does. A file
+        that failed before is tried again (an upload is asked for anew)."""
+        started = time.monotonic()
+        found = discover_paths(paths, glob)
+        results = [FileResult(p.source, p.status, reason=p.reason) for p in found.problems]
+        if on_discovered:
+            on_discovered(len(found.files) + len(results))
+        for result in results:
+            if on_result:
+                on_result(result)
+        for batch in _batches(found.files):
+            results += await self._upload(batch, force, on_result)
+        return IngestReport(results=results, seconds=time.monotonic() - started)
+
+    async def _upload(self, files: list[Path], force: bool,
+                      on_result: Callable[[FileResult], Any] | None) -> list[FileResult]:
+        with contextlib.ExitStack() as stack:
+            parts = [("files", (upload_name(path), stack.enter_context(open(path, "rb"))))
+                     for path in files]
+            answer = await self._call("POST", "/v1/uploads", files=parts, timeout=UPLOAD_TIMEOUT,
+                                      data={"replace": "true", "force": str(force).lower()})
+        job = str(answer["job"]["id"])
+        seen = 0
+        while True:
+            state = await self._call("GET", f"/v1/jobs/{quote(job, safe=':')}")
+            done = [FileResult(**r) for r in (state.get("result") or {}).get("results") or []]
+            for result in done[seen:]:
+                if on_result:
+                    on_result(result)
+            seen = max(seen, len(done))
+            if state.get("status") == "done":
+                return done
+            if state.get("status") == "failed":
+                raise StoreError(f"the server's ingest job {job} failed:"
+                                 f" {state.get('error') or 'no reason given'}")
+            await asyncio.sleep(JOB_POLL_SECONDS)
+
     async def ask(self, request: SearchRequest, *, llm: str | None = None,
                   on_event: Callable[[str, Any], Any] | None = None) -> Answer:
         body = {k: v for k, v in jsonable(request.__dict__).items() if v is not None
@@ -178,6 +233,34 @@ class ServedKnowledgeBase:
         raise StoreError(f"the server at {self.url} answered {response.status_code}: {message}")
 
 
+def upload_name(path: Path) -> str:
+    """The name a file is uploaded under: its path relative to the working directory
+    (``papers/q3.pdf``), or its absolute path without the leading ``/`` when it lies
+    elsewhere."""
+    relative = os.path.relpath(path)
+    if relative.startswith(".."):
+        return str(path.resolve()).lstrip("/")
+    return relative
+
+
+def _batches(files: list[Path]) -> list[list[Path]]:
+    """``files`` in upload requests of at most :data:`BATCH_FILES` files and about
+    :data:`BATCH_BYTES` bytes (a larger file goes alone)."""
+    out: list[list[Path]] = []
+    size = 0
+    for path in files:
+        try:
+            bytes_ = path.stat().st_size
+        except OSError:
+            bytes_ = 0
+        if not out or len(out[-1]) >= BATCH_FILES or (out[-1] and size + bytes_ > BATCH_BYTES):
+            out.append([])
+            size = 0
+        out[-1].append(path)
+        size += bytes_
+    return out
+
+
 def _params(values: dict[str, Any]) -> list[tuple[str, str]]:
     out = []
     for name, value in jsonable(values).items():
@@ -197,4 +280,5 @@ def _answer(data: dict[str, Any]) -> Answer:
     return Answer(question=data["question"], text=data["answer"],
                   citations=[Citation(**c) for c in data["citations"]],
                   passages=[Hit(**h) for h in data["passages"]], grounded=data["grounded"],
-                  removed_citations=data["removed_citations"], model=data["model"])
+                  removed_citations=data["removed_citations"],
+                  invented=[int(n) for n in data.get("invented") or []], model=data["model"])

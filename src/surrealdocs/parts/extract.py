@@ -30,6 +30,7 @@ from .chunk import (
     chunks_from_kreuzberg,
     longest_line,
 )
+from .titles import clean, title_for
 
 _TESSDATA_READY = False
 
@@ -509,7 +510,8 @@ async def _extract(source: str, settings: Settings, call: Any,
     except Exception as exc:
         token.cancel()
         return ExtractFailure(source, _reason(exc))
-    outcome = from_kreuzberg(source, result, chunked=settings.chunked and chunk)
+    outcome = from_kreuzberg(source, result, chunked=settings.chunked and chunk,
+                             derive_titles=settings.derive_titles)
     if isinstance(outcome, Extracted) and (user is None or user.language_detection is None):
         outcome.detected_languages = await asyncio.to_thread(detect_languages,
                                                              outcome.content)
@@ -567,7 +569,8 @@ def _reason(exc: BaseException) -> str:
 _ERROR_NAME = re.compile(r"[A-Z][A-Za-z0-9]*(?:Error|Exception)")
 
 
-def from_kreuzberg(source: str, result: Any, *, chunked: bool = True) -> ExtractOutcome:
+def from_kreuzberg(source: str, result: Any, *, chunked: bool = True,
+                   derive_titles: bool = True) -> ExtractOutcome:
     content: str = result.content or ""
     # kreuzberg's batch calls report failures as results whose text is the error.
     if result.quality_score is None and not result.metadata and content.startswith("Error: "):
@@ -579,12 +582,14 @@ def from_kreuzberg(source: str, result: Any, *, chunked: bool = True) -> Extract
     if chunked and not chunks:
         return ExtractFailure(source, "no text could be extracted", kind="empty")
     authors = meta.get("authors")
+    headings = _headings(getattr(result, "document", None))
     return Extracted(
         source=source,
         content=content,
         mime_type=result.mime_type,
         chunks=chunks,
-        title=_clean_str(meta.get("title")),
+        title=title_for(source, result.mime_type or "", meta, headings, content)
+        if derive_titles else clean(meta.get("title")),
         authors=[str(a) for a in authors] if isinstance(authors, list) else None,
         created_at=_parse_datetime(meta.get("created_at")),
         page_count=_page_count(result, meta),
@@ -593,7 +598,7 @@ def from_kreuzberg(source: str, result: Any, *, chunked: bool = True) -> Extract
         keywords=_keywords(getattr(result, "extracted_keywords", None)),
         metadata=_plain(meta),
         page_starts=_page_starts(content, meta),
-        headings=_headings(getattr(result, "document", None)),
+        headings=headings,
         warnings=[f"{w.source}: {w.message}" for w in (result.processing_warnings or [])
                   if hasattr(w, "message")],
     )
@@ -630,12 +635,6 @@ def _keywords(found: Any) -> list[dict[str, Any]] | None:
             item["algorithm"] = str(algorithm)
         out.append(item)
     return out or None
-
-
-def _clean_str(value: Any) -> str | None:
-    if isinstance(value, str) and value.strip():
-        return value.strip()
-    return None
 
 
 def _page_starts(content: str, meta: dict[str, Any]) -> list[list[int]] | None:

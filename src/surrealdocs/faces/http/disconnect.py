@@ -55,7 +55,8 @@ class CancelOnDisconnect:
             uncancel = getattr(handler, "uncancel", None)  # Python >= 3.11
             if uncancel is not None:
                 uncancel()
-            log.info("%s %s: the client went away; stopped", method, path)
+            # a page that loads and moves on closes its streams: routine, not news
+            log.debug("%s %s: the client went away; stopped", method, path)
         finally:
             listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):

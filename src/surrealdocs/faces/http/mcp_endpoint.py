@@ -51,14 +51,15 @@ class McpEndpoint:
                 try:
                     from mcp.server.transport_security import TransportSecuritySettings
 
-                    from ..mcp import mcp_http_app
+                    from ..mcp import HTTP_WRITES_HINT, KEY_WRITES_HINT, mcp_http_app
                 except ImportError as exc:
                     raise ApiError(501, "not_implemented", "the MCP endpoint needs the mcp"
                                    f" extra: pip install 'surrealdocs[mcp]' ({exc})") from exc
                 # Host and cross-site checks are the app's RequestGuard, for /mcp/ as for
                 # /v1 (with --allowed-host); the SDK's own would refuse a proxy's name
+                hint = KEY_WRITES_HINT if self.allow_writes else HTTP_WRITES_HINT
                 app = mcp_http_app(self.state.require(), allow_writes=writes,
-                                   max_chars=self.max_chars, path="/",
+                                   max_chars=self.max_chars, path="/", writes_hint=hint,
                                    host=self.state.config.host,
                                    transport_security=TransportSecuritySettings(
                                        enable_dns_rebinding_protection=False))
