@@ -275,6 +275,16 @@ def test_a_failed_file_fails_every_run_until_it_is_fixed(tmp_path: Path) -> None
         assert code == 1
         results = {Path(r["source"]).name: r for r in json.loads(out)["results"]}
         assert results["bad.pdf"]["status"] == "failed" and "PDF" in results["bad.pdf"]["reason"]
+    # listed with its reason, and shown by its path
+    code, out = run("list", "--failed", "--db", db, "--model", "hashing-64", "--json")
+    listed = json.loads(out)
+    assert code == 0 and listed["total"] == 1
+    assert listed["failures"][0]["source"] == str(folder / "bad.pdf")
+    assert "PDF" in listed["failures"][0]["reason"]
+    code, out = run("list", "--failed", "--db", db, "--model", "hashing-64")
+    assert code == 0 and "bad.pdf" in out and "1 failed source" in out
+    code, out = run("show", str(folder / "bad.pdf"), "--db", db, "--model", "hashing-64")
+    assert code == 1 and "failed" in out and "PDF" in out
     (folder / "bad.pdf").unlink()
     code, _ = run("ingest", str(folder), "--db", db, "--model", "hashing-64", "--json")
     assert code == 0

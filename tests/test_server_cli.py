@@ -218,6 +218,11 @@ def test_ingest_goes_through_the_server_that_holds_the_store(tmp_path: Path,
         counts = json.loads(again.stdout)["counts"]
         assert again.exit_code == 1
         assert counts["unchanged"] == 1 and counts["updated"] == 1 and counts["failed"] == 1
+        failures = httpx.get(url + "/v1/failures").json()
+        assert failures["total"] == 1
+        assert failures["failures"][0]["source"] == "upload://notes/broken.pdf"
+        code, out = run("list", "--failed", "--server", url)
+        assert code == 0 and "notes/broken.pdf" in out
         hits = httpx.get(url + "/v1/search", params={"query": "storks nest", "mode": "text"})
         assert hits.json()["hits"][0]["source"] == "upload://notes/birds/storks.md"
         assert httpx.get(url + "/v1/stats").json()["documents"] == 2  # replaced, not copied

@@ -99,6 +99,7 @@ class KnowledgeBase:
         self.documents = self.reader.documents
         self.count_documents = self.reader.count_documents
         self.document = self.reader.document
+        self.failures = self.reader.failures  # sources whose last ingest failed, why
         self.sources_matching = self.reader.sources_matching
         self.passage = self.reader.passage
         self.pages = self.reader.pages

@@ -17,7 +17,7 @@ from ..config import Settings
 from ..embed import Embedder
 from ..errors import ConfigurationError, NotFoundError
 from ..parts.filters import Filters, glob_to_regex
-from ..parts.results import ChunkSpan, Document, Passage, Stats, id_text
+from ..parts.results import ChunkSpan, Document, FileResult, Passage, Stats, id_text
 from ..store.documents import record_id
 from ..store.schema import SCHEMA_VERSION
 from ..store.storage import Storage
@@ -75,6 +75,16 @@ class DocumentReader:
         nb = None if notebook is None else await self.resolve_notebook(notebook)
         return Filters(source=source, mime_type=mime_type, notebook=nb, topics=topics,
                        created_after=created_after, created_before=created_before)
+
+    async def failures(self, *, offset: int = 0, limit: int = 50,
+                       source: str | None = None) -> tuple[list[FileResult], int]:
+        """A page of the sources whose last ingest failed, each with its reason (by
+        source), optionally those matching a source glob; and how many there are."""
+        if source is not None:
+            Filters(source=source)  # the glob's checks
+        rows, total = await self.storage.documents.failed_files(offset, limit, source)
+        return [FileResult(str(r["path"]), "failed", reason=r.get("error"),
+                           last_status="failed") for r in rows], total
 
     async def document(self, ref: Any, *, text: bool = True) -> Document:
         """A document by id (``documents:…`` or its key) or by one of its sources, with its

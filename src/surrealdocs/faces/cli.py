@@ -813,10 +813,16 @@ def list_documents(
     created_before: CreatedBefore = None,
     limit: Annotated[int, typer.Option("--limit", "-k", help="Documents per page")] = 50,
     offset: Annotated[int, typer.Option(help="Documents to skip (the page's start)")] = 0,
+    failed: Annotated[bool, typer.Option(
+        "--failed", help="List the sources whose last ingest failed, with the reason, instead"
+                         " (--retry-failed on ingest tries them again)")] = False,
     as_json: JsonOption = False,
     *, store: StoreOptions,
 ) -> None:
     """List the stored documents, oldest first, with the filters a search takes."""
+    if failed:
+        _list_failures(store, source, limit, offset, as_json)
+        return
     filters: dict[str, Any] = {"source": source, "mime_type": mime_type or None,
                                "notebook": notebook, "topics": topics or None,
                                "created_after": created_after,
@@ -851,6 +857,28 @@ def list_documents(
     err_console.print("ids: --json; one document: surrealdocs show SOURCE")
 
 
+def _list_failures(store: StoreOptions, source: str | None, limit: int, offset: int,
+                   as_json: bool) -> None:
+    found, total = _with_kb(store, lambda kb: kb.failures(offset=offset, limit=limit,
+                                                            source=source))
+    if as_json:
+        _print_json({"failures": [f.to_dict() for f in found], "offset": offset,
+                     "limit": limit, "total": total})
+        return
+    if not found:
+        console.print("no failed sources" + (f" (of {total:,})" if total else ""))
+        return
+    table = Table(title=f"{_count(total, 'failed source')}"
+                        + (f", {offset + 1}–{offset + len(found)} shown" if total > len(found)
+                           else ""))
+    table.add_column("source", overflow="fold", ratio=2)
+    table.add_column("reason", overflow="fold", ratio=3)
+    for f in found:
+        table.add_row(escape(_shown_path(f.source)), escape(f.reason or ""))
+    console.print(table)
+    err_console.print("try them again: surrealdocs ingest PATHS --retry-failed")
+
+
 @app.command()
 @store_options
 def show(
@@ -858,8 +886,28 @@ def show(
     as_json: JsonOption = False,
     *, store: StoreOptions,
 ) -> None:
-    """Show one stored document: what it is, its sources, notebooks, topics and chunks."""
-    doc = _with_kb(store, lambda kb: kb.document(document, text=False))
+    """Show one stored document: what it is, its sources, notebooks, topics and chunks (or,
+    for a source whose ingest failed, why)."""
+    async def work(kb: KnowledgeBase) -> Any:
+        try:
+            return await kb.document(document, text=False)
+        except NotFoundError:
+            path = str(Path(document).expanduser().absolute()) if "://" not in document \
+                else document
+            for candidate in dict.fromkeys((document, path)):
+                found, _ = await kb.failures(limit=1, source=_exact_glob(candidate))
+                if found and found[0].source == candidate:
+                    return found[0]
+            raise
+
+    doc = _with_kb(store, work)
+    if isinstance(doc, FileResult):  # no document: its last ingest failed
+        if as_json:
+            _print_json(doc.to_dict())
+        else:
+            console.print(f"{escape(_shown_path(doc.source))}: failed, {escape(doc.reason or '')}")
+            err_console.print("no document; ingest it again with --retry-failed once fixed")
+        raise typer.Exit(1)
     if as_json:
         _print_json(doc.to_dict())
         return
@@ -878,6 +926,11 @@ def show(
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
+
+
+def _exact_glob(source: str) -> str:
+    """A source filter that matches ``source`` itself (glob characters bracketed)."""
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in source)
 
 
 def _shown_path(source: str) -> str:

@@ -118,6 +118,12 @@ class ServedKnowledgeBase:
             {"offset": offset, "limit": limit, **filters}))
         return [_document(d) for d in out["documents"]]
 
+    async def failures(self, *, offset: int = 0, limit: int = 50,
+                       source: str | None = None) -> tuple[list[FileResult], int]:
+        out = await self._call("GET", "/v1/failures", params=_params(
+            {"offset": offset, "limit": limit, "source": source}))
+        return [FileResult(**r) for r in out["failures"]], int(out["total"])
+
     async def count_documents(self, **filters: Any) -> int:
         out = await self._call("GET", "/v1/documents", params=_params({"limit": 1, **filters}))
         return int(out["total"])

@@ -22,7 +22,7 @@ from typing import Any
 from surrealdb import RecordID
 
 from ..errors import StoreError
-from ..parts.filters import Filters
+from ..parts.filters import Filters, glob_to_regex
 from .conditions import filter_conditions
 from .connection import STALE_MARK, Statement, Store
 
@@ -116,6 +116,18 @@ class DocumentStorage:
             for row in rows or []:
                 out[row["path"]] = row
         return out
+
+    async def failed_files(self, offset: int = 0, limit: int = 50,
+                           source: str | None = None) -> tuple[list[dict[str, Any]], int]:
+        """A page of the sources whose last ingest failed (path, error, size, MIME type,
+        when), by path, optionally those matching a source glob; and how many there are."""
+        where = "status = 'failed'" + (" AND string::matches(path, $pattern)" if source else "")
+        params = {"pattern": glob_to_regex(source)} if source else {}
+        rows, total = await self.store.query(
+            f"SELECT path, error, size, mime_type, seen_at FROM {self.files} WHERE {where}"
+            f" ORDER BY path LIMIT {int(limit)} START {int(offset)};"
+            f" SELECT count() AS n FROM {self.files} WHERE {where} GROUP ALL;", params)
+        return list(rows or []), int(total[0]["n"]) if total else 0
 
     async def files_under(self, folders: Sequence[str]) -> list[dict[str, Any]]:
         """The records of every source whose path lies inside one of ``folders`` (absolute

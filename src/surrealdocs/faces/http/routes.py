@@ -298,6 +298,17 @@ async def delete_session(ref: str, who: Writer, state: State) -> None:
 
 
 # ----- documents ----------------------------------------------------------------------
+@router.get("/failures", tags=["documents"],
+            summary="Sources whose last ingest failed, with the reason, a page at a time")
+async def failures(who: Reader, state: State,
+                   offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+                   limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+                   source: str | None = None) -> dict[str, Any]:
+    found, total = await state.require().failures(offset=offset, limit=limit, source=source)
+    return {"failures": [f.to_dict() for f in found], "offset": offset, "limit": limit,
+            "total": total}
+
+
 @router.get("/documents", tags=["documents"],
             summary="Stored documents, a page at a time, with the filters a search takes")
 async def documents(who: Reader, state: State,
