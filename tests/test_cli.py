@@ -288,3 +288,27 @@ def test_a_failed_file_fails_every_run_until_it_is_fixed(tmp_path: Path) -> None
     (folder / "bad.pdf").unlink()
     code, _ = run("ingest", str(folder), "--db", db, "--model", "hashing-64", "--json")
     assert code == 0
+
+
+def test_the_progress_bar_names_the_files_in_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43: the bar named the file that finished last (a tiny one, while a book was
+    embedded for minutes); it names the files in flight, and counts chunks and their rate."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from surrealdocs.parts.results import FileResult
+
+    monkeypatch.setattr(cli, "err_console", Console(file=StringIO(), force_terminal=True))
+    bar = cli._ingest_progress(False)
+    with bar as (on_discovered, on_result):
+        on_discovered(3)
+        on_result.started("/docs/war-and-peace.txt")  # type: ignore[attr-defined]
+        on_result.started("/docs/note.md")  # type: ignore[attr-defined]
+        on_result(FileResult("/docs/note.md", "ingested", chunks=4))
+        task = bar.progress.tasks[0]
+        assert task.description == "war-and-peace.txt" and task.completed == 1
+        assert task.fields["chunks"].startswith("4 chunks (")
+        on_result(FileResult("/docs/war-and-peace.txt", "ingested", chunks=5226))
+        assert bar.progress.tasks[0].fields["chunks"].startswith("5,230 chunks")
+        assert bar.progress.tasks[0].description == ""

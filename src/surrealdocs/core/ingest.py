@@ -38,6 +38,8 @@ from .document_writer import DocumentWriter
 
 __all__ = ["STATUSES", "FileResult", "IngestReport", "Ingestor", "ProgressCallback", "sha256"]
 
+# Called with each source's result as it is done. A callback with a ``started(source)``
+# method is also told when each source starts (a progress display shows what is in flight).
 ProgressCallback = Callable[[FileResult], None]
 
 # A modification time this recent (or in the future) is not recorded: a file changed again
@@ -213,8 +215,12 @@ class Ingestor:
         # so that extraction running ahead of embedding cannot hold a whole corpus in memory.
         in_flight = asyncio.Semaphore(self.settings.extract_concurrency * 4)
 
+        started = getattr(on_result, "started", None)
+
         async def one(src: _Source) -> FileResult:
             async with in_flight:
+                if started is not None:
+                    started(src.key)
                 t0 = time.perf_counter()
                 result = await self._ingest_one(src, previous.get(src.key), force,
                                                 retry_failed)

@@ -17,6 +17,7 @@ import os
 import re
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,14 @@ from typing import Annotated, Any, NoReturn, TypeVar, cast
 import typer
 from rich.console import Console
 from rich.markup import escape as escape_markup
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from ..config import Settings
@@ -252,14 +260,20 @@ def ingest(
 
 
 class _ingest_progress:
-    """A progress bar over the files of one ingest (not shown for JSON or when piped)."""
+    """A progress bar over the files of one ingest (not shown for JSON or when piped): files
+    done of all, chunks written and their rate, time spent and left, and the files in
+    progress (not the last one finished: a long book shows while it is embedded)."""
 
     def __init__(self, quiet: bool, label: str = "ingest") -> None:
         self.progress = Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("{task.description}"),
-                                 console=err_console,
+                                 TextColumn("{task.fields[chunks]}"), TimeElapsedColumn(),
+                                 TextColumn("left"), TimeRemainingColumn(),
+                                 TextColumn("{task.description}"), console=err_console,
                                  disable=quiet or not err_console.is_terminal)
-        self.task = self.progress.add_task("", total=None)
+        self.task = self.progress.add_task("", total=None, chunks="")
+        self.running: dict[str, None] = {}
+        self.chunks = 0
+        self.started_at = time.monotonic()
 
     def __enter__(self) -> tuple[Callable[[int], None], Callable[[FileResult], None]]:
         self.progress.__enter__()
@@ -268,10 +282,24 @@ class _ingest_progress:
             self.progress.update(self.task, total=n)
 
         def on_result(result: FileResult) -> None:
-            self.progress.update(self.task, advance=1,
-                                 description=escape(Path(result.source).name[:40]))
+            self.running.pop(result.source, None)
+            self.chunks += result.chunks if result.status in ("ingested", "updated") else 0
+            self._show(advance=1)
 
+        def started(source: str) -> None:
+            self.running[source] = None
+            self._show()
+
+        on_result.started = started  # type: ignore[attr-defined]
         return on_discovered, on_result
+
+    def _show(self, advance: int = 0) -> None:
+        names = [Path(s).name[:30] for s in self.running]
+        doing = ", ".join(names[:2]) + (f" +{len(names) - 2}" if len(names) > 2 else "")
+        rate = self.chunks / max(time.monotonic() - self.started_at, 1e-9)
+        chunks = f"{self.chunks:,} chunks ({rate:,.0f}/s)" if self.chunks else ""
+        self.progress.update(self.task, advance=advance, chunks=chunks,
+                             description=escape(doing))
 
     def __exit__(self, *exc: object) -> None:
         self.progress.__exit__(None, None, None)
