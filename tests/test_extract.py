@@ -125,3 +125,16 @@ async def test_ocr_of_a_scanned_pdf() -> None:
     out = await extract_file(docs / "pdf" / "loremipsum-flat.pdf", SETTINGS)
     assert isinstance(out, Extracted), out
     assert "lorem" in out.content.lower()
+
+
+async def test_a_binary_file_mangled_by_a_text_conversion_fails_with_that_reason(
+        tmp_path: Path) -> None:
+    """Issue 43: a PDF whose bytes were replaced by U+FFFD was filed as "no text"."""
+    original = shared_docs() / "pdf" / "dmca.pdf"  # compressed streams: binary
+    mangled = tmp_path / "dmca.pdf"
+    mangled.write_bytes(original.read_bytes().decode("utf-8", errors="replace").encode())
+    outcome = await extract_file(mangled, Settings(db="mem://"))
+    assert isinstance(outcome, ExtractFailure) and outcome.kind == "failed"
+    assert "U+FFFD" in outcome.reason
+    for intact in (original, SAMPLES / "quarterly-report.pdf"):
+        assert not isinstance(await extract_file(intact, Settings(db="mem://")), ExtractFailure)

@@ -395,6 +395,15 @@ def _declared_charset(sample: bytes) -> str | None:
     return None if name in ("utf-8", "utf-16", "utf-32") else name
 
 
+REPLACEMENT = "\ufffd".encode()  # what a text decoder writes for bytes it cannot read
+
+
+def _mangled_by_text_conversion(data: bytes) -> bool:
+    """Whether binary data was decoded as text and written back: at least 2% of it is the
+    UTF-8 replacement character (an intact file holds it by chance a few times at most)."""
+    return len(data) >= 1000 and data.count(REPLACEMENT) * len(REPLACEMENT) > 0.02 * len(data)
+
+
 async def _extract_data(data: bytes, claimed: str | None, source: str, settings: Settings,
                         claimed_by: str) -> ExtractOutcome:
     from kreuzberg import extract_bytes as kz_extract_bytes
@@ -403,6 +412,10 @@ async def _extract_data(data: bytes, claimed: str | None, source: str, settings:
     if isinstance(plan, str):
         return ExtractFailure(source, plan)
     mime, payload = plan.mime, plan.data
+    if _family(mime) != "text" and _mangled_by_text_conversion(payload):
+        return ExtractFailure(source, f"the file is damaged: {mime} whose bytes went through a"
+                                      " text conversion (replacement characters U+FFFD where"
+                                      " its binary data was); get the original file again")
     html = mime == "text/html"
     # Text with very long lines, or a long plain text, is chunked by chunk_text, in pieces:
     # kreuzberg's chunker is quadratic in a line's length and slower than a text's length
