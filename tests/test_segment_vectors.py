@@ -39,7 +39,7 @@ async def _brute(kb: KnowledgeBase, query: str, source: str | None = None, *,
         f"SELECT VALUE [record::id(chunk), embedding] FROM {text.vector_table}{where};",
         {"source": source})
     held = await text.live_vectors() if coded else {}
-    q = np.asarray(await kb._searcher.embedding.query(query), dtype=np.float64)
+    q = np.asarray(await kb.embedding.query(query), dtype=np.float64)
     out = []
     for key, vector in rows:
         true = _score(kb, np.asarray(vector, dtype=np.float64), q)
@@ -65,7 +65,7 @@ def _score(kb: KnowledgeBase, v: np.ndarray, q: np.ndarray) -> float:
 
 async def _agrees(kb: KnowledgeBase, *, scanned: bool = True) -> None:
     for query in QUERIES:
-        q = await kb._searcher.embedding.query(query)
+        q = await kb.embedding.query(query)
         assert (await _index(kb).nearest(q) is not None) == scanned
         expected = (await _brute(kb, query, coded=scanned))[:20]
         hits = await kb.search(query, mode="vector", limit=20, cutoff=False)

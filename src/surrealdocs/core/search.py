@@ -109,8 +109,9 @@ class Searcher:
                      query_vector: Sequence[float] | None = None,
                      cutoff: bool = True) -> list[Hit]:
         """Search chunks (see :meth:`surrealdocs.KnowledgeBase.search` for the options).
-        ``cutoff``: drop the hits whose score (their probability of relevance) is below
-        ``settings.relevance_cutoff``."""
+        ``cutoff``: the default cut-off (:func:`surrealdocs.parts.relevance.kept`): no hits
+        unless one scores ``settings.relevance_cutoff``, then those down to
+        ``settings.relevance_floor``."""
         if mode not in MODES:
             raise ConfigurationError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         _check_int("limit", limit, 1, MAX_RESULTS)
