@@ -7,7 +7,8 @@ path (each document as its title and text), runs every judged query in each sear
 one result per document (a document scores as its best chunk), and computes nDCG@10,
 Recall@100 and MRR@10 with ``pytrec_eval`` (Python bindings of trec_eval itself).
 
-The metrics library is an optional dependency: ``pip install 'surrealdocs[eval]'``.
+The metrics library is an optional dependency: ``pip install '.[eval]'`` in a clone of
+surrealdocs.
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ def _pytrec_eval() -> Any:
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ConfigurationError(
             "evaluation needs pytrec_eval (trec_eval's Python bindings): "
-            "pip install 'surrealdocs[eval]'  (or: pip install pytrec-eval-terrier)"
+            "pip install '.[eval]' in a clone of surrealdocs"
+            " (or: pip install pytrec-eval-terrier)"
         ) from exc
     return pytrec_eval
 

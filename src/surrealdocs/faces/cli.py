@@ -1142,7 +1142,8 @@ def mcp_command(
     try:
         from .mcp import serve_stdio
     except ImportError as exc:
-        _fail(f"the MCP server needs the mcp extra: pip install 'surrealdocs[mcp]' ({exc})")
+        _fail("the MCP server needs the mcp extra: pip install '.[mcp]' in a clone of"
+              f" surrealdocs ({exc})")
     _run(lambda: serve_stdio(store.settings(), allow_writes=allow_writes, max_chars=max_chars))
 
 
@@ -1188,7 +1189,7 @@ def serve(
         from .http.state import refuse_without_keys
     except ImportError as exc:
         _fail(f"the server needs its extra ({exc.name} is missing): "
-              "pip install 'surrealdocs[serve]'")
+              "pip install '.[serve]' in a clone of surrealdocs")
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         _fail(f"--log-level must be debug, info, warning or error, got {log_level!r}")
     try:

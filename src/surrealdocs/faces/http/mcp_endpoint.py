@@ -54,7 +54,8 @@ class McpEndpoint:
                     from ..mcp import HTTP_WRITES_HINT, KEY_WRITES_HINT, mcp_http_app
                 except ImportError as exc:
                     raise ApiError(501, "not_implemented", "the MCP endpoint needs the mcp"
-                                   f" extra: pip install 'surrealdocs[mcp]' ({exc})") from exc
+                                   " extra: pip install '.[mcp]' in a clone of surrealdocs"
+                                   f" ({exc})") from exc
                 # Host and cross-site checks are the app's RequestGuard, for /mcp/ as for
                 # /v1 (with --allowed-host); the SDK's own would refuse a proxy's name
                 hint = KEY_WRITES_HINT if self.allow_writes else HTTP_WRITES_HINT
