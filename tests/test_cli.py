@@ -312,3 +312,19 @@ def test_the_progress_bar_names_the_files_in_progress(monkeypatch: pytest.Monkey
         on_result(FileResult("/docs/war-and-peace.txt", "ingested", chunks=5226))
         assert bar.progress.tasks[0].fields["chunks"].startswith("5,230 chunks")
         assert bar.progress.tasks[0].description == ""
+
+
+def test_the_watch_status_line_counts_what_the_last_pass_did() -> None:
+    """Issue 43: the --watch status line left deletions out."""
+    from surrealdocs.parts.results import FileResult, PlannedChange, SyncReport
+
+    report = SyncReport(roots=["/d"], plan=[
+        PlannedChange("add", "/d/a.md"), PlannedChange("update", "/d/b.md"),
+        PlannedChange("delete", "/d/c.md"), PlannedChange("unchanged", "/d/e.md")],
+        results=[FileResult("/d/a.md", "ingested"), FileResult("/d/b.md", "updated"),
+                 FileResult("/d/c.md", "deleted"), FileResult("/d/e.md", "unchanged")])
+    line = cli._WatchLog(1, False, None).status_line(report)
+    assert "(3 files)" in line and "1 added, 1 updated, 1 deleted" in line
+    quiet = SyncReport(roots=["/d"], plan=[PlannedChange("unchanged", "/d/e.md")],
+                       results=[FileResult("/d/e.md", "unchanged")])
+    assert "no change" in cli._WatchLog(1, False, None).status_line(quiet)

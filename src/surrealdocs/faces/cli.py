@@ -18,6 +18,7 @@ import re
 import signal
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -441,9 +442,17 @@ class _WatchLog:
         else:
             self._print_changes(report)
         if self.status is not None:
-            self.status.update(
-                f"watching {_count(self.folders, 'folder')} ({_count(len(report.plan), 'file')});"
-                f" last pass {dt.datetime.now():%H:%M:%S} ({report.seconds:.1f} s);"
+            self.status.update(self.status_line(report))
+
+    def status_line(self, report: SyncReport) -> str:
+        """The line shown while waiting: the files now in the folders and what the last
+        pass did (deletions counted too)."""
+        files = sum(1 for c in report.plan if c.action != "delete")
+        done = Counter("added" if r.status == "ingested" else r.status for r in report.results
+                       if r.status in ("ingested", "updated", "renamed", "deleted", "failed"))
+        did = ", ".join(f"{n:,} {what}" for what, n in done.items()) or "no change"
+        return (f"watching {_count(self.folders, 'folder')} ({_count(files, 'file')});"
+                f" last pass {dt.datetime.now():%H:%M:%S} ({report.seconds:.1f} s): {did};"
                 " Ctrl-C to stop")
 
     def _print_changes(self, report: SyncReport) -> None:
