@@ -589,7 +589,9 @@ def _vector(text: str | None) -> list[float] | None:
 def search(
     query: Annotated[str, typer.Argument(help="What to look for")],
     mode: Annotated[str, typer.Option(help=f"One of {', '.join(MODES)}")] = "hybrid",
-    limit: Annotated[int, typer.Option("--limit", "-k", help="Number of hits")] = 10,
+    limit: Annotated[int, typer.Option(
+        "--limit", "-k", help="Number of hits, at most 10,000 (the HTTP API takes 1,000, the"
+                              " MCP tool 50)")] = 10,
     min_score: Annotated[float | None, typer.Option(
         help="Drop hits scoring below this. A score is the probability that the hit is"
              " relevant (0-1): 0.5, as likely as not; the default cut-off is"

@@ -310,7 +310,9 @@ def _add_search(server: _Server, kb: KnowledgeBase, budget: int) -> None:
         mode: Annotated[Literal["hybrid", "vector", "text"], Field(
             description="hybrid (default), vector (meaning) or text (BM25 keywords)")
         ] = "hybrid",
-        limit: Annotated[int, Field(ge=1, le=50, description="Most hits to return")] = 10,
+        limit: Annotated[int, Field(ge=1, le=50, description=(
+            "Most hits to return, at most 50 here (an agent's context is small; the"
+            " HTTP API takes 1,000)"))] = 10,
         notebook: Annotated[str | None, Field(
             description="Only sources in this notebook (its name or id)")] = None,
         source: Annotated[str | None, Field(

@@ -47,7 +47,9 @@ class SearchBody(_Strict):
 
     query: str | None = Field(None, description="What to look for")
     mode: Mode = "hybrid"
-    limit: int = Field(10, ge=1, le=MAX_LIMIT, description="Number of hits")
+    limit: int = Field(10, ge=1, le=MAX_LIMIT, description=(
+        f"Number of hits, at most {MAX_LIMIT:,} over HTTP (the library and the CLI take"
+        " 10,000, the MCP tool 50)"))
     min_score: float | None = Field(None, ge=0, le=1, description=(
         "Drop hits scoring below this: a score is the probability that the hit is relevant"
         " (0-1; see the README)"))
