@@ -335,7 +335,7 @@ def _print_report(report: IngestReport) -> None:
     rate = files / report.seconds if report.seconds else 0.0
     console.print(
         f"{_count(files, 'file')}, {_count(report.chunks_written, 'chunk')} written"
-        f" ({report.chunks_embedded} embedded) in {report.seconds:.1f} s"
+        f" ({report.chunks_embedded:,} embedded) in {report.seconds:.1f} s"
         f" ({rate:.1f} files/s)" + ("; vector index rebuilt" if report.index_rebuilt else ""))
     _print_problems(report.failures)
 
@@ -540,7 +540,7 @@ def _print_sync(report: SyncReport) -> None:
     console.print(
         f"{_count(len(report.plan), 'file')} in {_count(len(report.roots), 'folder')}:"
         f" {_count(report.chunks_written, 'chunk')} written"
-        f" ({report.chunks_embedded} embedded) in {report.seconds:.1f} s"
+        f" ({report.chunks_embedded:,} embedded) in {report.seconds:.1f} s"
         + (f"; {_count(report.linked, 'document')} put in the notebook" if report.linked
            else "")
         + ("; vector index rebuilt" if report.index_rebuilt else ""))
