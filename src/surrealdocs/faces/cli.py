@@ -594,8 +594,8 @@ def search(
                               " MCP tool 50)")] = 10,
     min_score: Annotated[float | None, typer.Option(
         help="Drop hits scoring below this. A score is the probability that the hit is"
-             " relevant (0-1): 0.5, as likely as not; the default cut-off is"
-             " SURREALDOCS_RELEVANCE_CUTOFF (0.05)")] = None,
+             " relevant (0-1): 0.5, as likely as not (the default cut-off: nothing unless a"
+             " hit reaches 0.2, then hits down to 0.02)")] = None,
     source: SourceFilter = None,
     mime_type: MimeTypeFilter = None,
     notebook: NotebookFilter = None,

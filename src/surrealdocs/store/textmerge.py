@@ -25,6 +25,7 @@ from .textsegments import (
     REBUILD_PAGE,
     STALE,
     Built,
+    MissingRecord,
     Segment,
     View,
     build_with_origins,
@@ -364,6 +365,9 @@ class TextIndexMaintenance:
         async def read() -> dict[str, dict[str, int]]:
             view = await self.index._view()
             parts = await self.index.read_whole(view.segments)
+            if (await self.index._view()).signature != view.signature:
+                # a merge replaced segments meanwhile: their blocks may be gone already
+                raise MissingRecord("a segment merged while it was read")
             out: dict[str, dict[str, int]] = {}
             for s in view.segments:
                 m = view.maps[s.key]
