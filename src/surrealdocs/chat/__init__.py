@@ -166,14 +166,7 @@ class OpenAIChat(ChatModel):
                 return "", True
         else:
             data = line.strip()  # a server that answered without streaming: one JSON body
-        try:
-            body = json.loads(data)
-        except ValueError:
-            raise Malformed(f"a line that is not JSON: {line[:80]!r}") from None
-        if not isinstance(body, dict):
-            raise Malformed(f"JSON that is not an object: {data[:80]!r}")
-        if "error" in body:
-            raise Malformed(f"an error: {str(body['error'])[:200]}")
+        body = _json_object(data)
         choices = body.get("choices")
         if choices == [] and "usage" in body:  # the closing usage report
             return "", False
@@ -196,14 +189,7 @@ class OllamaChat(ChatModel):
         return base.copy_with(path=base.path.rstrip("/") + "/api/chat")
 
     def pieces(self, line: str) -> tuple[str, bool]:
-        try:
-            body = json.loads(line)
-        except ValueError:
-            raise Malformed(f"a line that is not JSON: {line[:80]!r}") from None
-        if not isinstance(body, dict):
-            raise Malformed(f"JSON that is not an object: {line[:80]!r}")
-        if "error" in body:
-            raise Malformed(f"an error: {str(body['error'])[:200]}")
+        body = _json_object(line)
         message = body.get("message") or {}
         if not isinstance(message, dict) or not isinstance(message.get("content") or "", str):
             raise Malformed(f"a message without text: {line[:80]!r}")
@@ -212,6 +198,19 @@ class OllamaChat(ChatModel):
 
 class Malformed(Exception):
     """The server answered, but not in its API's shape."""
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """One streamed line as the JSON object it must be; an error object is a failure."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        raise Malformed(f"a line that is not JSON: {text[:80]!r}") from None
+    if not isinstance(body, dict):
+        raise Malformed(f"JSON that is not an object: {text[:80]!r}")
+    if "error" in body:
+        raise Malformed(f"an error: {str(body['error'])[:200]}")
+    return body
 
 
 class _Retry(Exception):

@@ -100,6 +100,7 @@ class KnowledgeBase:
         self.count_documents = self.reader.count_documents
         self.document = self.reader.document
         self.failures = self.reader.failures  # sources whose last ingest failed, why
+        self.failure = self.reader.failure
         self.sources_matching = self.reader.sources_matching
         self.passage = self.reader.passage
         self.pages = self.reader.pages

@@ -76,6 +76,18 @@ class DocumentReader:
         return Filters(source=source, mime_type=mime_type, notebook=nb, topics=topics,
                        created_after=created_after, created_before=created_before)
 
+    async def failure(self, ref: str) -> FileResult | None:
+        """The failed last ingest of the source ``ref`` (a name, or a path as given or
+        absolute), ``None`` when its last ingest did not fail or there was none."""
+        candidates = list(dict.fromkeys([ref, *as_path(ref)]))
+        records = await self.storage.documents.file_records(candidates)
+        for source in candidates:
+            row = records.get(source)
+            if row is not None and row.get("status") == "failed":
+                return FileResult(source, "failed", reason=row.get("error"),
+                                  last_status="failed")
+        return None
+
     async def failures(self, *, offset: int = 0, limit: int = 50,
                        source: str | None = None) -> tuple[list[FileResult], int]:
         """A page of the sources whose last ingest failed, each with its reason (by

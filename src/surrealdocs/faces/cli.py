@@ -879,9 +879,7 @@ def list_documents(
     if not docs:
         console.print("no documents" + (f" (of {total:,})" if total else ""))
         return
-    table = Table(title=f"{_count(total, 'document')}"
-                        + (f", {offset + 1}–{offset + len(docs)} shown" if total > len(docs)
-                           else ""))
+    table = Table(title=_page_title(total, offset, len(docs), "document"))
     table.add_column("source", overflow="fold", ratio=3)
     table.add_column("title", overflow="fold", ratio=2)
     table.add_column("type", overflow="fold", ratio=1)
@@ -896,6 +894,12 @@ def list_documents(
     err_console.print("ids: --json; one document: surrealdocs show SOURCE")
 
 
+def _page_title(total: int, offset: int, shown: int, noun: str) -> str:
+    """``12 documents, 1–10 shown`` (the range only when it is not all of them)."""
+    return _count(total, noun) + (f", {offset + 1}–{offset + shown} shown"
+                                  if total > shown else "")
+
+
 def _list_failures(store: StoreOptions, source: str | None, limit: int, offset: int,
                    as_json: bool) -> None:
     found, total = _with_kb(store, lambda kb: kb.failures(offset=offset, limit=limit,
@@ -907,9 +911,7 @@ def _list_failures(store: StoreOptions, source: str | None, limit: int, offset: 
     if not found:
         console.print("no failed sources" + (f" (of {total:,})" if total else ""))
         return
-    table = Table(title=f"{_count(total, 'failed source')}"
-                        + (f", {offset + 1}–{offset + len(found)} shown" if total > len(found)
-                           else ""))
+    table = Table(title=_page_title(total, offset, len(found), "failed source"))
     table.add_column("source", overflow="fold", ratio=2)
     table.add_column("reason", overflow="fold", ratio=3)
     for f in found:
@@ -931,13 +933,10 @@ def show(
         try:
             return await kb.document(document, text=False)
         except NotFoundError:
-            path = str(Path(document).expanduser().absolute()) if "://" not in document \
-                else document
-            for candidate in dict.fromkeys((document, path)):
-                found, _ = await kb.failures(limit=1, source=_exact_glob(candidate))
-                if found and found[0].source == candidate:
-                    return found[0]
-            raise
+            failed = await kb.failure(document)
+            if failed is None:
+                raise
+            return failed
 
     doc = _with_kb(store, work)
     if isinstance(doc, FileResult):  # no document: its last ingest failed
@@ -965,11 +964,6 @@ def show(
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
-
-
-def _exact_glob(source: str) -> str:
-    """A source filter that matches ``source`` itself (glob characters bracketed)."""
-    return "".join(f"[{c}]" if c in "*?[]" else c for c in source)
 
 
 def _shown_path(source: str) -> str:

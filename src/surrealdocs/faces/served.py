@@ -124,6 +124,11 @@ class ServedKnowledgeBase:
             {"offset": offset, "limit": limit, "source": source}))
         return [FileResult(**r) for r in out["failures"]], int(out["total"])
 
+    async def failure(self, ref: str) -> FileResult | None:
+        literal = "".join(f"[{c}]" if c in "*?[]" else c for c in ref)  # the glob of ref
+        found, _ = await self.failures(limit=1, source=literal)
+        return found[0] if found and found[0].source == ref else None
+
     async def count_documents(self, **filters: Any) -> int:
         out = await self._call("GET", "/v1/documents", params=_params({"limit": 1, **filters}))
         return int(out["total"])
