@@ -26,8 +26,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--list", action="store_true", help="every file with both titles")
     args = parser.parse_args()
-    settings = Settings(db="mem://", ocr_backend="none") if hasattr(Settings, "ocr_backend") \
-        else Settings(db="mem://")
+    settings = Settings(db="mem://")
     files = sorted(p for p in DOCS.rglob("*") if p.is_file() and p.parent != DOCS)
     before, after, kinds = 0, 0, Counter()
     extracted = 0
