@@ -30,6 +30,7 @@ import numpy as np
 
 from common import DIM, VOCABULARY, FixedDim, load, log, text, word  # noqa: F401
 from surrealdocs import KnowledgeBase, Settings
+from surrealdocs.faces.open_notebook import NotebookSearch
 
 
 async def main() -> None:
@@ -46,6 +47,7 @@ async def main() -> None:
         settings = Settings(db=str(Path(tmp) / "kb"), model="bench", rebuild_threshold=10**9)
         kb = await KnowledgeBase.open(settings=settings, embedder=FixedDim(DIM))
         nbs = kb.notebooks
+        searches = NotebookSearch(kb)
         t0 = time.perf_counter()
         sources = await load(kb, args.chunks, args.per_source, rng, centres)
         timings["load_s"] = time.perf_counter() - t0
@@ -88,14 +90,15 @@ async def main() -> None:
         for q, words in zip(queries, text_queries):
             for name, call in (
                 ("vector_unscoped",
-                 lambda q=q: nbs.vector_search(query_vector=q, min_score=-1)),
+                 lambda q=q: searches.vector_search(query_vector=q, min_score=-1)),
                 ("vector_scoped",
-                 lambda q=q: nbs.vector_search(query_vector=q, notebook_id=nb.id, min_score=-1)),
+                 lambda q=q: searches.vector_search(query_vector=q, notebook_id=nb.id,
+                                                    min_score=-1)),
                 ("vector_filter_on_shared", lambda q=q: filter_on_shared(q)),
-                ("text_unscoped", lambda w=words: nbs.text_search(w)),
-                ("text_scoped", lambda w=words: nbs.text_search(w, notebook_id=nb.id)),
-                ("hybrid_unscoped", lambda w=words: nbs.hybrid_search(w)),
-                ("hybrid_scoped", lambda w=words: nbs.hybrid_search(w, notebook_id=nb.id)),
+                ("text_unscoped", lambda w=words: searches.text_search(w)),
+                ("text_scoped", lambda w=words: searches.text_search(w, notebook_id=nb.id)),
+                ("hybrid_unscoped", lambda w=words: searches.hybrid_search(w)),
+                ("hybrid_scoped", lambda w=words: searches.hybrid_search(w, notebook_id=nb.id)),
             ):
                 t0 = time.perf_counter()
                 hits: list[Any] = await call()

@@ -95,8 +95,9 @@ async def _query(kb: KnowledgeBase, text: str, depth: int,
     chunks = await kb.search(text, limit=depth, cutoff=False)
     documents = await kb.search(text, limit=100, cutoff=False, per_document=True)
     vector = await kb.embedding.query(text)
-    background = await kb.storage.chunks.legs.background(vector)
-    sims = 1.0 - np.asarray(background, dtype=np.float64) if background is not None \
+    assert kb.storage.legs.vector is not None
+    background = await kb.storage.legs.vector.background(vector)
+    sims = np.asarray(background, dtype=np.float64) if background is not None \
         else np.zeros(0)
 
     def row(h: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import typer
 
 from surrealdocs import KnowledgeBase, Settings
 from surrealdocs.core.search_request import MODES, SEARCH_FIELDS, SearchRequest
+from surrealdocs.errors import ConfigurationError
 
 # (face, field) a face leaves out, and why
 LEFT_OUT = {
@@ -29,13 +30,18 @@ def _offered(face: str) -> list[str]:
     return [f for f in SEARCH_FIELDS if (face, f) not in LEFT_OUT]
 
 
-def test_kb_search_takes_every_field_with_its_default() -> None:
+def test_kb_search_declares_no_option_of_its_own() -> None:
+    """The library's search takes the request's fields by name (SearchRequest.of): no second
+    list of the options to keep in step."""
     params = [p for p in inspect.signature(KnowledgeBase.search).parameters.values()
               if p.name != "self"]
-    assert [p.name for p in params] == list(SEARCH_FIELDS)
-    defaults = SearchRequest()
-    for p in params[1:]:
-        assert p.kind is p.KEYWORD_ONLY and p.default == getattr(defaults, p.name), p.name
+    assert [(p.name, p.kind) for p in params] == [
+        ("query", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        ("options", inspect.Parameter.VAR_KEYWORD)]
+    assert SearchRequest.of("x", limit=3, per_document=True) == SearchRequest(
+        "x", limit=3, per_document=True)
+    with pytest.raises(ConfigurationError, match="unknown search option colour"):
+        SearchRequest.of("x", colour="red")
 
 
 async def test_a_request_and_the_same_options_search_alike() -> None:

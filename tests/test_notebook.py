@@ -21,17 +21,29 @@ from surrealdocs.core.notebook_service import (
     SourceMatch,
 )
 from surrealdocs.embed import get_embedder
+from surrealdocs.faces.open_notebook import NotebookSearch
 from surrealdocs.parts.results import id_text
 
 
 @pytest_asyncio.fixture
-async def nbs() -> AsyncIterator[NotebookService]:
+async def nbkb() -> AsyncIterator[KnowledgeBase]:
     kb = await KnowledgeBase.open(settings=Settings(db="mem://", model="hashing-64",
                                                     chunk_size=200, chunk_overlap=20))
     try:
-        yield kb.notebooks
+        yield kb
     finally:
         await kb.close()
+
+
+@pytest.fixture
+def nbs(nbkb: KnowledgeBase) -> NotebookService:
+    return nbkb.notebooks
+
+
+@pytest.fixture
+def search(nbkb: KnowledgeBase) -> NotebookSearch:
+    """Open Notebook's search calls on the same knowledge base."""
+    return NotebookSearch(nbkb)
 
 
 async def counts(nbs: NotebookService) -> dict[str, int]:
@@ -52,7 +64,7 @@ async def vectorized(nbs: NotebookService, notebook: object, text: str, title: s
     return await nbs.get_source(source.id)
 
 
-async def test_spec_examples(nbs: NotebookService) -> None:
+async def test_spec_examples(nbs: NotebookService, search: NotebookSearch) -> None:
     """Open Notebook's examples, adapted: vectorize a source, then a scoped vector search."""
     nb = await nbs.create_notebook("Research", description="retrieval papers")
     source = await nbs.add_text(nb, title="Dense retrieval",
@@ -64,7 +76,7 @@ async def test_spec_examples(nbs: NotebookService) -> None:
 
     async def semantic_search(notebook_id: object, query: str) -> list[object]:
         query_vec = nbs._embedding.embedder.embed_query(query)
-        return await nbs.vector_search(notebook_id=notebook_id, query_vector=query_vec,
+        return await search.vector_search(notebook_id=notebook_id, query_vector=query_vec,
                                        min_score=0.2, limit=5)
 
     await embed_source(source)
@@ -92,66 +104,67 @@ async def test_notebook_crud(nbs: NotebookService) -> None:
     assert [x.title for x in await nb.get_notes()] == ["todo"]
 
 
-async def test_scoping_never_leaks(nbs: NotebookService) -> None:
+async def test_scoping_never_leaks(nbs: NotebookService, search: NotebookSearch) -> None:
     a = await nbs.create_notebook("A")
     b = await nbs.create_notebook("B")
     await vectorized(nbs, a, "Penguins live in Antarctica and eat krill. " * 10, "penguins")
     await vectorized(nbs, b, "Penguins are also found in South Africa. " * 10, "more penguins")
-    for search in (nbs.vector_search, nbs.text_search, nbs.hybrid_search):
-        hits_a = await search("penguins", notebook_id=a.id, limit=50)  # type: ignore[operator]
+    for call in (search.vector_search, search.text_search, search.hybrid_search):
+        hits_a = await call("penguins", notebook_id=a.id, limit=50)  # type: ignore[operator]
         assert hits_a and {h.title for h in hits_a} == {"penguins"}
-        everywhere = await search("penguins", limit=50)  # type: ignore[operator]
+        everywhere = await call("penguins", limit=50)  # type: ignore[operator]
         assert {h.title for h in everywhere} == {"penguins", "more penguins"}
 
 
-async def test_shared_source_is_found_from_both_notebooks(nbs: NotebookService) -> None:
+async def test_shared_source_is_found_from_both_notebooks(nbs: NotebookService,
+                                                          search: NotebookSearch) -> None:
     a = await nbs.create_notebook("A")
     b = await nbs.create_notebook("B")
     shared = await vectorized(nbs, a, "Volcanoes erupt lava and ash. " * 10, "volcano")
     await b.add_source(shared)
     assert {n.name for n in await shared.notebooks()} == {"A", "B"}
     for nb in (a, b):
-        hits = await nbs.text_search("volcanoes lava", notebook_id=nb.id)
+        hits = await search.text_search("volcanoes lava", notebook_id=nb.id)
         assert hits and hits[0].title == "volcano"
     await b.remove_source(shared)
-    assert await nbs.text_search("volcanoes lava", notebook_id=b.id) == []
-    assert await nbs.text_search("volcanoes lava", notebook_id=a.id)
+    assert await search.text_search("volcanoes lava", notebook_id=b.id) == []
+    assert await search.text_search("volcanoes lava", notebook_id=a.id)
 
 
-async def test_min_score_is_honoured(nbs: NotebookService) -> None:
+async def test_min_score_is_honoured(nbs: NotebookService, search: NotebookSearch) -> None:
     nb = await nbs.create_notebook("A")
     await vectorized(nbs, nb, "Alpha beta gamma delta. " * 10, "greek")
     await vectorized(nbs, nb, "Completely different words here about cooking. " * 10, "food")
-    every = await nbs.vector_search("alpha beta", notebook_id=nb.id, min_score=-1.0, limit=50)
+    every = await search.vector_search("alpha beta", notebook_id=nb.id, min_score=-1.0, limit=50)
     assert {h.title for h in every} == {"greek", "food"}
-    strict = await nbs.vector_search("alpha beta", notebook_id=nb.id, min_score=0.5, limit=50)
+    strict = await search.vector_search("alpha beta", notebook_id=nb.id, min_score=0.5, limit=50)
     assert strict and all(h.score >= 0.5 for h in strict)
     assert {h.title for h in strict} == {"greek"}
 
 
-async def test_time_and_topic_filters(nbs: NotebookService) -> None:
+async def test_time_and_topic_filters(nbs: NotebookService, search: NotebookSearch) -> None:
     nb = await nbs.create_notebook("A")
     await vectorized(nbs, nb, "Rivers flow to the sea. " * 10, "old", topics=("water",))
     await asyncio.sleep(0.05)
     week_ago = dt.datetime.now(dt.timezone.utc)  # stands for "a week ago": between the two
     await asyncio.sleep(0.05)
     await vectorized(nbs, nb, "Rivers carve valleys. " * 10, "new", topics=("geology",))
-    recent = await nbs.vector_search("rivers", notebook_id=nb.id, created_after=week_ago,
+    recent = await search.vector_search("rivers", notebook_id=nb.id, created_after=week_ago,
                                      min_score=0.0, limit=50)
     assert {h.title for h in recent} == {"new"}
-    older = await nbs.text_search("rivers", created_before=week_ago, limit=50)
+    older = await search.text_search("rivers", created_before=week_ago, limit=50)
     assert {h.title for h in older} == {"old"}
-    water = await nbs.hybrid_search("rivers", topics=["water"], limit=50)
+    water = await search.hybrid_search("rivers", topics=["water"], limit=50)
     assert {h.title for h in water} == {"old"}
 
 
-async def test_grouped_results(nbs: NotebookService) -> None:
+async def test_grouped_results(nbs: NotebookService, search: NotebookSearch) -> None:
     nb = await nbs.create_notebook("A")
     await vectorized(nbs, nb, "Glaciers are rivers of ice. " * 30, "glaciers")
     await vectorized(nbs, nb, "Ice cream is a frozen dessert. " * 30, "dessert")
     # BM25 gives no weight to a term in over half the chunks: make "glaciers" rarer
     await vectorized(nbs, nb, "Mountains are made of rock and stone. " * 60, "mountains")
-    groups = await nbs.hybrid_search("glaciers ice", notebook_id=nb.id, limit=5,
+    groups = await search.hybrid_search("glaciers ice", notebook_id=nb.id, limit=5,
                                      group_by_source=True)
     assert all(isinstance(g, SourceMatch) for g in groups)
     assert groups[0].title == "glaciers" and len(groups[0].matches) > 1
@@ -236,7 +249,7 @@ async def test_delete_cascades_leave_no_orphans(nbs: NotebookService) -> None:
     assert c[n.documents] == c[n.chunks] == c[n.reference] == c[n.job] == 0
 
 
-async def test_failed_job_records_its_error(nbs: NotebookService,
+async def test_failed_job_records_its_error(nbs: NotebookService, search: NotebookSearch,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     nb = await nbs.create_notebook("A")
     source = await nbs.add_text(nb, text="Doomed text. " * 20, title="doomed")
@@ -249,19 +262,20 @@ async def test_failed_job_records_its_error(nbs: NotebookService,
     assert job.status == "failed"
     assert job.error == "RuntimeError: the model ran out of memory"
     assert [j.status for j in await nbs.jobs()] == ["failed"]
-    assert await nbs.text_search("doomed") == []
+    assert await search.text_search("doomed") == []
 
 
-async def test_add_paths_uses_the_core_pipeline(nbs: NotebookService) -> None:
+async def test_add_paths_uses_the_core_pipeline(nbs: NotebookService,
+                                                search: NotebookSearch) -> None:
     nb = await nbs.create_notebook("Samples")
     report = await nbs.add_paths(nb, [SAMPLES], topics=["demo"])
     assert report.counts["ingested"] == 5
     sources = await nb.get_sources()
     assert len(sources) == 5 and all(s.topics == ["demo"] for s in sources)
-    hits = await nbs.text_search("BM25", notebook_id=nb.id)
+    hits = await search.text_search("BM25", notebook_id=nb.id)
     assert hits and hits[0].source.endswith("bm25.txt")
     other = await nbs.create_notebook("Empty")
-    assert await nbs.text_search("BM25", notebook_id=other.id) == []
+    assert await search.text_search("BM25", notebook_id=other.id) == []
 
 
 def test_interrupted_job_resumes_after_reopen(tmp_path: Path) -> None:
@@ -309,14 +323,15 @@ def test_interrupted_job_resumes_after_reopen(tmp_path: Path) -> None:
             assert len(embeddings) == source.chunk_count > 30
             c = await counts(nbs)
             assert c[nbs.store.names.chunks] == len(embeddings)  # nothing left from the crash
-            assert await nbs.text_search("resuming", limit=100)
+            assert await NotebookSearch(kb).text_search("resuming", limit=100)
         finally:
             await kb.close()
 
     asyncio.run(resume())
 
 
-async def test_scoped_vector_search_walks_the_notebooks_own_index(nbs: NotebookService) -> None:
+async def test_scoped_vector_search_walks_the_notebooks_own_index(nbs: NotebookService,
+                                                                  search: NotebookSearch) -> None:
     import json
 
     nb = await nbs.create_notebook("A")
@@ -329,14 +344,15 @@ async def test_scoped_vector_search_walks_the_notebooks_own_index(nbs: NotebookS
         f"SELECT chunk FROM {table} WHERE embedding <|5,100|> $v EXPLAIN;", {"v": vec})
     text = json.dumps(plan)
     assert '"KnnScan"' in text and f"{table}_hnsw" in text
-    before = await nbs.vector_search(query_vector=vec, notebook_id=nb.id, min_score=0.0)
+    before = await search.vector_search(query_vector=vec, notebook_id=nb.id, min_score=0.0)
     assert await nbs.storage.chunks.graphs.rebuild_notebook_if_due(nb.id, force=True)
-    after = await nbs.vector_search(query_vector=vec, notebook_id=nb.id, min_score=0.0)
+    after = await search.vector_search(query_vector=vec, notebook_id=nb.id, min_score=0.0)
     assert [h.chunk_id for h in after] == [h.chunk_id for h in before]
     assert {h.title for h in after} == {"solar"}
 
 
-async def test_changed_file_stays_in_its_notebooks(nbs: NotebookService, tmp_path: Path) -> None:
+async def test_changed_file_stays_in_its_notebooks(nbs: NotebookService,
+                                                   search: NotebookSearch, tmp_path: Path) -> None:
     f = tmp_path / "owls.md"
     f.write_text("# Owls\n\nOwls hunt at night.")
     nb = await nbs.create_notebook("Birds")
@@ -346,8 +362,8 @@ async def test_changed_file_stays_in_its_notebooks(nbs: NotebookService, tmp_pat
     assert report.counts["updated"] == 1
     (source,) = await nb.get_sources()
     assert "silently" in source.full_text and source.topics == ["birds"]
-    for search in (nbs.text_search, nbs.vector_search):
-        hits = await search("owls mice", notebook_id=nb.id)  # type: ignore[operator]
+    for call in (search.text_search, search.vector_search):
+        hits = await call("owls mice", notebook_id=nb.id)  # type: ignore[operator]
         assert hits and all(h.document_id == id_text(source.id) for h in hits)
     c = await counts(nbs)
     assert c[nbs.store.names.documents] == 1 and c[nbs.store.names.reference] == 1

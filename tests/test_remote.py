@@ -28,6 +28,7 @@ from surrealdocs import KnowledgeBase, Settings, StoreError, SyncKnowledgeBase
 from surrealdocs.embed import get_embedder
 from surrealdocs.faces.cli import app
 from surrealdocs.faces.kreuzberg import DocumentPipeline
+from surrealdocs.faces.open_notebook import NotebookSearch
 from surrealdocs.parts.results import id_text
 from surrealdocs.store.connection import Store
 
@@ -451,6 +452,7 @@ async def test_notebooks_over_the_server(remote_engine: RemoteEngine, transport:
     settings = remote_engine.settings(transport, chunk_size=200, chunk_overlap=20)
     async with await KnowledgeBase.open(settings=settings, run_jobs=True) as kb:
         nbs = kb.notebooks
+        search = NotebookSearch(kb)
         research = await nbs.create_notebook("Research", description="retrieval papers")
         other = await nbs.create_notebook("Other")
         source = await nbs.add_text(research, title="Dense retrieval", topics=["rag"],
@@ -461,23 +463,23 @@ async def test_notebooks_over_the_server(remote_engine: RemoteEngine, transport:
             done = await (await item.vectorize()).wait(timeout=PATIENCE)
             assert done.status == "done", done.error
 
-        hits = await nbs.vector_search("dense retrieval passages", notebook_id=research.id,
+        hits = await search.vector_search("dense retrieval passages", notebook_id=research.id,
                                        min_score=0.1)
         assert hits and all(h.document_id == id_text(source.id) for h in hits)
-        groups = await nbs.hybrid_search("dense retrieval", notebook_id=research.id,
+        groups = await search.hybrid_search("dense retrieval", notebook_id=research.id,
                                          group_by_source=True)
         assert [g.source_id for g in groups] == [id_text(source.id)]
-        text = await nbs.text_search("tomatoes", notebook_id=research.id)
+        text = await search.text_search("tomatoes", notebook_id=research.id)
         assert text == []  # scoped: the gardening source is in another notebook
 
         yesterday = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
-        assert await nbs.hybrid_search("dense retrieval", notebook_id=research.id,
+        assert await search.hybrid_search("dense retrieval", notebook_id=research.id,
                                        created_after=yesterday)
-        assert await nbs.hybrid_search("dense retrieval", notebook_id=research.id,
+        assert await search.hybrid_search("dense retrieval", notebook_id=research.id,
                                        created_before=yesterday) == []
 
         assert await kb.storage.chunks.graphs.rebuild_notebook_if_due(research.id, force=True)
-        assert await nbs.vector_search("dense retrieval", notebook_id=research.id)
+        assert await search.vector_search("dense retrieval", notebook_id=research.id)
         assert [j.status for j in await nbs.jobs()] == ["done", "done"]
 
     # Another client (another process, in real life) sees the notebooks.

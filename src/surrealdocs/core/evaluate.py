@@ -285,7 +285,7 @@ async def evaluate(dataset: str | Path | Dataset, *, settings: Settings | None =
         described["model"] = embedder.name
         described.update({k: v for k, v in options.items()
                           if isinstance(v, (str, int, float, bool))})
-        if await kb.storage.chunks.legs.scanned(embedder.dimension):
+        if kb.storage.legs.vector is not None and await kb.storage.legs.vector.scans():
             described["vector_index"] = "exact scan of int8 codes"
         else:
             described["vector_index"] = (

@@ -16,7 +16,6 @@ ingest, search with every option and filter, notebooks (``kb.notebooks``), backg
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -27,7 +26,6 @@ from ..chat import chat_model
 from ..config import Settings
 from ..embed import Embedder, EmbeddingRunner, get_embedder, provenance
 from ..errors import ConfigurationError, NotFoundError, SchemaNotInitializedError
-from ..parts.filters import Filters
 from ..parts.results import (
     FileResult,
     Forgotten,
@@ -79,10 +77,11 @@ class KnowledgeBase:
         self.jobs = JobService(self.storage.jobs, exclusive=store.owned and store.embedded)
         self._ingestor = Ingestor(self.storage, self.embedding, settings)
         self._syncer = Syncer(self.storage, self._ingestor, settings)
-        self._searcher = Searcher(self.storage, self.embedding, settings)
+        self._searcher = Searcher(self.storage.legs, self.embedding, settings,
+                                  store.names.language)
         self._notebooks = NotebookService(
-            self.storage, settings, self.embedding, self.jobs, self._ingestor,
-            self._searcher) if settings.chunked else None
+            self.storage, settings, self.embedding, self.jobs,
+            self._ingestor) if settings.chunked else None
         try:  # the loop the store was opened on: its connection answers there
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -221,7 +220,7 @@ class KnowledgeBase:
         """Stop the job runner (a running job is resumed at the next open) and close the
         store, unless it is a connection the caller lent (:meth:`around`)."""
         await self.jobs.stop()
-        await self.storage.chunks.legs.stop_counting()
+        await self.storage.legs.stop()
         if self.store.owned:
             await self.store.close()
 
@@ -354,56 +353,26 @@ class KnowledgeBase:
         return await self._ingestor.delete_source(key)
 
     # ----- search ----------------------------------------------------------------------
-    async def search(self, query: str | SearchRequest | None = None, *, mode: str = "hybrid",
-                     limit: int = 10, min_score: float | None = None,
-                     source: str | None = None,
-                     mime_type: str | Sequence[str] | None = None,
-                     notebook: Notebook | Any = None, topics: Sequence[str] | None = None,
-                     created_after: dt.datetime | None = None,
-                     created_before: dt.datetime | None = None,
-                     candidates: int | None = None, fusion: str | None = None,
-                     rrf_k: int | None = None, text_weight: float | None = None,
-                     vector_weight: float | None = None, per_document: bool = False,
-                     query_vector: Sequence[float] | None = None,
-                     cutoff: bool = True) -> list[Hit]:
+    async def search(self, query: str | SearchRequest | None = None,
+                     **options: Any) -> list[Hit]:
         """Search by ``mode``: ``hybrid`` (default), ``vector`` or ``text`` (BM25).
 
-        Give the query and options, or one :class:`SearchRequest` (which documents each
-        option). A hit's score is the probability that it is relevant (0-1), from the query
-        and the chunk alone; hits below ``settings.relevance_cutoff`` are left out unless
-        ``cutoff`` is false, so a search about nothing the store holds finds nothing.
+        Give the query and options by name, or one :class:`SearchRequest` (which documents
+        each option). A hit's score is the probability that it is relevant (0-1), from the
+        query and the chunk alone; hits below ``settings.relevance_cutoff`` are left out
+        unless ``cutoff`` is false, so a search about nothing the store holds finds nothing.
         """
-        options = SearchRequest(
-            None, mode, limit, min_score, source, mime_type, notebook, topics, created_after,
-            created_before, candidates, fusion, rrf_k, text_weight, vector_weight,
-            per_document, query_vector, cutoff)
-        if isinstance(query, SearchRequest):
-            if options != SearchRequest():
-                raise ConfigurationError("give a SearchRequest or search options, not both")
-            request = query
-        else:
-            request = options.replace(query=query)
-        notebook_id = None if request.notebook is None \
+        request = SearchRequest.of(query, **options).checked(self.settings)
+        notebook = None if request.notebook is None \
             else await self.notebooks.resolve(request.notebook)
-        filters = Filters(source=request.source, mime_type=request.mime_type,
-                          notebook=notebook_id, topics=request.topics,
-                          created_after=request.created_after,
-                          created_before=request.created_before)
-        return await self._searcher.search(
-            request.query, mode=request.mode, limit=request.limit,
-            min_score=request.min_score, filters=filters, candidates=request.candidates,
-            fusion=request.fusion, rrf_k=request.rrf_k, text_weight=request.text_weight,
-            vector_weight=request.vector_weight, per_document=request.per_document,
-            query_vector=request.query_vector, cutoff=request.cutoff)
+        return await self._searcher.search(request, request.filters(notebook))
 
     async def warm_up(self, queries: Iterable[str]) -> None:
         """Learn now what searches for these queries need (how common each BM25 term is),
         instead of in the background of the first searches: results are then the same
         from the first search on (evaluation does this)."""
-        if self.settings.chunked and self.settings.bm25_max_df < 1.0 \
-                and self.storage.chunks.text is None:
-            words = sorted({w for q in queries for w in query_words(q)})
-            await self.storage.chunks.legs.count_terms(words)
+        await self.storage.legs.text.warm_up(sorted({w for q in queries
+                                                     for w in query_words(q)}))
 
     # ----- documents -------------------------------------------------------------------
     async def forget(self, refs: Sequence[str] = (), *, glob: str | None = None,

@@ -18,11 +18,13 @@ transaction, so searches see the old chunks or the new ones, never a mix.
 >>> job = await source.vectorize()
 >>> await job.wait()
 >>> hits = await kb.search("dense retrieval", notebook=nb, mode="vector", min_score=0.2)
+
+Open Notebook's own search calls (``vector_search`` and its siblings) are a face:
+:mod:`surrealdocs.faces.open_notebook`.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 import uuid
 from collections.abc import Iterable, Sequence
@@ -43,7 +45,6 @@ from ..store.documents import record_id
 from ..store.storage import Storage
 from .ingest import Ingestor
 from .job_runner import Job, JobService, Report
-from .search import Searcher
 from .sync import check_glob
 
 _KEY = re.compile(r"[A-Za-z0-9_-]{1,100}")  # a record key that needs no escaping
@@ -193,14 +194,13 @@ class NotebookService:
     notes, and the ``vectorize`` jobs of sources."""
 
     def __init__(self, storage: Storage, settings: Settings, embedding: EmbeddingRunner | None,
-                 jobs: JobService, ingestor: Ingestor, searcher: Searcher) -> None:
+                 jobs: JobService, ingestor: Ingestor) -> None:
         self.storage = storage
         self.store: Store = storage.store
         self.settings = settings
         self.embedding = embedding
         self._jobs = jobs
         self.ingestor = ingestor
-        self.searcher = searcher
         jobs.register("vectorize", self._vectorize)
 
     @property
@@ -501,82 +501,6 @@ class NotebookService:
             await storage.chunks.graphs.rebuild_notebook_if_due(nb)
         return {"chunks": len(chunks), "generation": generation}
 
-    # ----- search (Open Notebook's calls, on the core's search) -----------------------
-    async def vector_search(self, query: str | None = None, *,
-                            query_vector: Sequence[float] | None = None,
-                            notebook_id: Any = None, min_score: float = 0.2, limit: int = 10,
-                            created_after: dt.datetime | None = None,
-                            created_before: dt.datetime | None = None,
-                            topics: Sequence[str] | None = None,
-                            group_by_source: bool = False) -> list[Any]:
-        """Chunks nearest to ``query`` (or ``query_vector``) by cosine similarity, at least
-        ``min_score``, optionally within one notebook, a creation window and topics. As in
-        Open Notebook, ``min_score`` is a cosine similarity (each hit's ``similarity``),
-        and it is the only cut-off."""
-        hits = await self._search(
-            query, query_vector=query_vector, mode="vector",
-            limit=limit * 4 if group_by_source else limit, min_similarity=min_score,
-            notebook=notebook_id, created_after=created_after,
-            created_before=created_before, topics=topics)
-        return _group(hits, limit) if group_by_source else hits
-
-    async def text_search(self, query: str, *, notebook_id: Any = None, limit: int = 10,
-                          min_score: float | None = None,
-                          created_after: dt.datetime | None = None,
-                          created_before: dt.datetime | None = None,
-                          topics: Sequence[str] | None = None,
-                          group_by_source: bool = False) -> list[Any]:
-        hits = await self._search(
-            query, mode="text", limit=limit * 4 if group_by_source else limit,
-            min_score=min_score, notebook=notebook_id, created_after=created_after,
-            created_before=created_before, topics=topics)
-        return _group(hits, limit) if group_by_source else hits
-
-    async def hybrid_search(self, query: str, *, notebook_id: Any = None, limit: int = 10,
-                            candidates: int | None = None,
-                            created_after: dt.datetime | None = None,
-                            created_before: dt.datetime | None = None,
-                            topics: Sequence[str] | None = None,
-                            group_by_source: bool = False) -> list[Any]:
-        """Both legs scoped inside their queries, merged by the core's fusion."""
-        hits = await self._search(
-            query, mode="hybrid", limit=limit * 4 if group_by_source else limit,
-            candidates=candidates, notebook=notebook_id, created_after=created_after,
-            created_before=created_before, topics=topics)
-        return _group(hits, limit) if group_by_source else hits
-
-    async def search(self, query: str, *, mode: str = "hybrid", notebook_id: Any = None,
-                     limit: int = 10, min_score: float | None = None) -> list[Hit]:
-        """One entry point for the three modes (for vector search, ``min_score`` is a cosine
-        similarity, 0.2 by default, as Open Notebook's)."""
-        if mode == "vector":
-            return await self._search(query, mode=mode, notebook=notebook_id, limit=limit,
-                                      min_similarity=0.2 if min_score is None else min_score)
-        return await self._search(query, mode=mode, notebook=notebook_id, limit=limit,
-                                  min_score=min_score)
-
-    async def _search(self, query: str | None, *, mode: str, limit: int,
-                      notebook: Any = None, min_score: float | None = None,
-                      candidates: int | None = None,
-                      query_vector: Sequence[float] | None = None,
-                      created_after: dt.datetime | None = None,
-                      created_before: dt.datetime | None = None,
-                      topics: Sequence[str] | None = None,
-                      min_similarity: float | None = None) -> list[Hit]:
-        """The core's search; with ``min_similarity`` (Open Notebook's vector threshold, in
-        cosine similarity) that threshold instead of the core's cut-off."""
-        nb = None if notebook is None else await self.resolve(notebook)
-        filters = Filters(notebook=nb, topics=topics, created_after=created_after,
-                          created_before=created_before)
-        hits = await self.searcher.search(query, mode=mode, limit=limit, min_score=min_score,
-                                          filters=filters, candidates=candidates,
-                                          query_vector=query_vector,
-                                          cutoff=min_similarity is None)
-        if min_similarity is None:
-            return hits
-        return [h for h in hits if (h.similarity if h.similarity is not None
-                                    else h.vector_score or 0.0) >= min_similarity]
-
     # ----- rows to objects -------------------------------------------------------------
     def _notebook(self, row: dict[str, Any]) -> Notebook:
         count = row.get("source_count")
@@ -605,17 +529,6 @@ def _require_id(obj: Notebook | Source) -> RecordID:
     if obj.id is None:
         raise ConfigurationError(f"save the {type(obj).__name__.lower()} first")
     return obj.id
-
-
-def _group(hits: list[Hit], limit: int) -> list[SourceMatch]:
-    groups: dict[str, SourceMatch] = {}
-    for hit in hits:  # hits arrive best first
-        group = groups.get(hit.document_id)
-        if group is None:
-            groups[hit.document_id] = SourceMatch(hit.document_id, hit.title, hit.score, [hit])
-        else:
-            group.matches.append(hit)
-    return list(groups.values())[:limit]
 
 
 def check_topics(topics: Sequence[str] | str) -> list[str]:

@@ -1,10 +1,10 @@
-"""Search: BM25 text, HNSW vector, and hybrid fusion of both.
+"""Search: BM25 text, vector, and hybrid fusion of both, through the store's two legs
+(:mod:`surrealdocs.store.legs`, chosen when the store opened; this module never asks how
+the store is laid out).
 
-Every filter is applied inside the query (for vector search it is pushed into the HNSW scan,
-so k results come back from the filtered subset; a notebook scope walks that notebook's own
-graph). Vector search uses the HNSW index through ``<|K,EF|>``; if the index is not ready
-(being built), it falls back to an exact scan rather than trusting the engine, which would
-then return every row.
+Every filter is applied inside the legs' queries (for vector search it is pushed into the
+scan, so k results come back from the filtered subset; a notebook scope walks that
+notebook's own graph).
 
 Hybrid search fetches ``candidates`` hits from each leg and fuses them (:mod:`.fusion`;
 z-score normalisation by default). With ``per_document=True`` every result is a different
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import FUSIONS, Settings
+from ..config import Settings
 from ..embed import EmbeddingRunner
 from ..errors import ConfigurationError, DimensionMismatchError
 from ..parts.analyzer import STOP_WORDS, analyzer_for
@@ -33,15 +33,13 @@ from ..parts.relevance import LEXICAL, calibration_for, coverage, kept, query_we
 from ..parts.results import Hit, id_text
 from ..store.chunks import is_visible
 from ..store.documents import record_id
-from ..store.storage import Storage
-from .search_request import MODES
+from ..store.legs import Legs
+from .search_request import MODES, SearchRequest
 
 __all__ = ["MODES", "NOTHING_RELEVANT", "Filters", "Hit", "Searcher", "common_words_only",
            "glob_to_regex",
            "query_terms", "query_words", "search_notice"]
 
-# the most hits (and candidates per leg) one search may ask for
-MAX_RESULTS = 10_000
 MAX_FETCH = 10_000  # most chunks one leg fetches while collecting distinct documents
 BONUS_CHUNKS = 2  # a document's chunks after its best that add to its score (with a bonus)
 
@@ -91,145 +89,131 @@ def query_terms(text: str) -> str:
 MIN_BACKGROUND = 100  # fewer chunks than this say too little of what unrelated ones score
 
 
+class _Embedded:
+    """The query's vector as the legs need it (``vector``), and as the scores need it: a
+    text search's hits are scored with the query's vector too (a chunk scores the same in
+    every mode), embedded while the text leg runs (``pending``)."""
+
+    def __init__(self, vector: list[float] | None, text_first: list[Hit] | None,
+                 pending: asyncio.Future[list[float]] | None) -> None:
+        self.vector = vector
+        self.text_first = text_first  # a hybrid search's text leg, run while embedding
+        self.pending = pending
+
+    async def for_scores(self) -> list[float] | None:
+        return await self.pending if self.pending is not None else self.vector
+
+    async def cancel(self) -> None:
+        if self.pending is not None and not self.pending.done():
+            self.pending.cancel()
+            await asyncio.gather(self.pending, return_exceptions=True)
+
+
 class Searcher:
-    """Searches one store. Stores without vectors (``embedding`` ``None``) offer text search
-    only; documents-only stores (``settings.chunked`` false) search whole documents."""
+    """Searches one store through its legs (:mod:`surrealdocs.store.legs`), chosen when the
+    store opened: stores without vectors have no vector leg (text search only)."""
 
-    def __init__(self, storage: Storage, embedding: EmbeddingRunner | None,
-                 settings: Settings) -> None:
-        self.storage = storage
-        self.embedding = embedding if settings.vectors else None
+    def __init__(self, legs: Legs, embedding: EmbeddingRunner | None, settings: Settings,
+                 language: str) -> None:
+        self.legs = legs
+        self.embedding = embedding if legs.vector is not None else None
         self.settings = settings
+        self.analyzer = analyzer_for(language)
 
-    async def search(self, query: str | None, *, mode: str = "hybrid", limit: int = 10,
-                     min_score: float | None = None, filters: Filters | None = None,
-                     candidates: int | None = None, rrf_k: int | None = None,
-                     fusion: str | None = None, text_weight: float | None = None,
-                     vector_weight: float | None = None, per_document: bool = False,
-                     query_vector: Sequence[float] | None = None,
-                     cutoff: bool = True) -> list[Hit]:
-        """Search chunks (see :meth:`surrealdocs.KnowledgeBase.search` for the options).
-        ``cutoff``: the default cut-off (:func:`surrealdocs.parts.relevance.kept`): no hits
-        unless one scores ``settings.relevance_cutoff``, then those down to
-        ``settings.relevance_floor``."""
-        if mode not in MODES:
-            raise ConfigurationError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-        _check_int("limit", limit, 1, MAX_RESULTS)
-        if candidates is not None:
-            _check_int("candidates", candidates, 1, MAX_RESULTS)
-        settings = self.settings
-        fusion = (fusion or settings.hybrid_fusion).lower()
-        if fusion not in FUSIONS:
-            raise ConfigurationError(f"fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
-        weights = (settings.text_weight if text_weight is None else text_weight,
-                   settings.vector_weight if vector_weight is None else vector_weight)
-        if not all(isinstance(w, (int, float)) and math.isfinite(w) and w >= 0
-                   for w in weights) or sum(weights) == 0:
+    async def search(self, request: SearchRequest, filters: Filters) -> list[Hit]:
+        """Search as ``request`` asks (checked by :meth:`SearchRequest.checked`), within
+        ``filters``: embed the query, run the legs, fuse them, show and score the hits.
+
+        Unless ``request.cutoff`` is false, the default cut-off applies
+        (:func:`surrealdocs.parts.relevance.kept`): no hits unless one scores
+        ``settings.relevance_cutoff``, then those down to ``settings.relevance_floor``."""
+        if request.mode != "text" and self.embedding is None:
             raise ConfigurationError(
-                "text_weight and vector_weight must be finite numbers >= 0, not both 0")
-        k = settings.rrf_k if rrf_k is None else rrf_k
-        _check_int("rrf_k", k, 0, MAX_RESULTS)
-        if min_score is not None and (isinstance(min_score, bool) or not isinstance(
-                min_score, (int, float)) or not 0.0 <= min_score <= 1.0):
-            raise ConfigurationError(
-                f"min_score must be a number from 0 to 1 (a probability of relevance), got"
-                f" {min_score!r}")
-        filters = filters or Filters()
-        text = (query or "").strip()
-        if len(text) > settings.max_query_chars:
-            raise ConfigurationError(
-                f"the query has {len(text)} characters; the limit is {settings.max_query_chars}"
-                " (SURREALDOCS_MAX_QUERY_CHARS)")
-        if not text and query_vector is None:
-            raise ConfigurationError("the query is empty")
-        if query_vector is not None and not text and mode != "vector":
-            if mode == "text":
-                raise ConfigurationError("text search needs query text, not only a vector")
-            mode = "vector"
-        if mode != "text" and self.embedding is None:
-            raise ConfigurationError(
-                f"{mode} search needs embedding vectors, and this store has none "
-                "(it was created " + ("with documents only" if not settings.chunked
-                                      else "with embed=False") + "): use mode='text'")
-        if query_vector is None and common_words_only(text):
+                f"{request.mode} search needs embedding vectors, and this store has none "
+                f"({self.legs.without_vectors}): use mode='text'")
+        text = request.query or ""
+        if request.query_vector is None and common_words_only(text):
             return []  # nothing to look for (search_notice says so)
-        depth = max(candidates or settings.hybrid_candidates, limit)  # hybrid, per leg
-        if mode == "hybrid" and query_vector is None:
-            # the text leg runs while the model embeds the query (in a thread)
+        embedded = await self._embed(request, filters)
+        try:
+            hits = await self._found(request, filters, embedded)
+            await self._judge(hits, text, await embedded.for_scores() if hits else None)
+        finally:
+            await embedded.cancel()
+        return self._cut(hits, request)
+
+    async def _embed(self, request: SearchRequest, filters: Filters) -> _Embedded:
+        """The query's vector; in a hybrid search the text leg runs meanwhile (the model
+        embeds in a thread)."""
+        text, mode = request.query or "", request.mode
+        if mode == "hybrid" and request.query_vector is None:
             embedding = asyncio.ensure_future(self._query_vector(text, None))
             try:
-                text_first = await self._leg_text(text, depth, filters, per_document, False)
+                text_first = await self._leg_text(request, filters, _depth(request), False)
             except BaseException:
                 embedding.cancel()
                 await asyncio.gather(embedding, return_exceptions=True)
                 raise
-            vector: list[float] | None = await embedding
-        else:
-            text_first = None
-            vector = None if mode == "text" else await self._query_vector(text, query_vector)
-        # a text search's hits are scored with the query's vector too (a chunk scores the
-        # same in every mode): it is embedded while the text leg runs
-        pending = asyncio.ensure_future(self._query_vector(text, None)) \
-            if mode == "text" and self._judged_by_meaning() else None
-        try:
-            return await self._ranked(text, mode, limit, min_score, filters, depth, fusion, k,
-                                      weights, per_document, cutoff, text_first, vector,
-                                      pending)
-        finally:
-            if pending is not None and not pending.done():
-                pending.cancel()
-                await asyncio.gather(pending, return_exceptions=True)
+            return _Embedded(await embedding, text_first, None)
+        if mode == "text":
+            pending = asyncio.ensure_future(self._query_vector(text, None)) \
+                if self._judged_by_meaning() else None
+            return _Embedded(None, None, pending)
+        return _Embedded(await self._query_vector(text, request.query_vector), None, None)
 
-    async def _ranked(self, text: str, mode: str, limit: int, min_score: float | None,
-                      filters: Filters, depth: int, fusion: str, k: int,
-                      weights: tuple[float, float], per_document: bool, cutoff: bool,
-                      text_first: list[Hit] | None, vector: list[float] | None,
-                      pending: asyncio.Future[list[float]] | None) -> list[Hit]:
-        """The legs, fused, shown, scored and cut (:meth:`search` has checked the request)."""
-        settings = self.settings
+    async def _found(self, request: SearchRequest, filters: Filters,
+                     embedded: _Embedded) -> list[Hit]:
+        """The legs, fused and shown.
 
-        async def run(careful: bool) -> list[Hit]:
-            if mode == "text":
-                hits = await self._leg_text(text, limit, filters, per_document, careful)
-            elif mode == "vector":
-                assert vector is not None
-                hits = await self._leg_vector(vector, limit, filters, per_document, careful)
-            else:
-                assert vector is not None
-                if text_first is not None and not careful:
-                    text_hits = text_first
-                    vector_hits = await self._leg_vector(vector, depth, filters, per_document,
-                                                         careful)
-                else:
-                    text_hits, vector_hits = await asyncio.gather(
-                        self._leg_text(text, depth, filters, per_document, careful),
-                        self._leg_vector(vector, depth, filters, per_document, careful))
-                hits = fuse(text_hits, vector_hits, limit=len(text_hits) + len(vector_hits),
-                            method=fusion, k=k, weights=weights, per_document=per_document)
-            return hits[:limit]
-
-        # The legs do not check that each chunk is visible (its document complete, its
-        # generation current): that costs a read of the document per candidate, and a chunk
-        # is invisible only while it is being written or replaced. The final hits are
-        # checked; if one is not visible, the search runs again checking every candidate.
-        shown, all_visible = await self._show(await run(careful=False))
+        The legs do not check that each chunk is visible (its document complete, its
+        generation current): that costs a read of the document per candidate, and a chunk
+        is invisible only while it is being written or replaced. The final hits are
+        checked; if one is not visible, the search runs again checking every candidate."""
+        shown, all_visible = await self._show(await self._fused(request, filters, embedded,
+                                                                careful=False))
         if not all_visible:
-            shown, _ = await self._show(await run(careful=True))
-        if pending is not None and shown:
-            vector = await pending
-        await self._judge(shown, text, vector)
-        if cutoff and settings.relevance_cutoff > 0:
-            shown = [h for h, keep in zip(shown, kept(
-                [h.score for h in shown], settings.relevance_cutoff,
-                min(settings.relevance_floor, settings.relevance_cutoff))) if keep]
-        if min_score:
-            shown = [h for h in shown if h.score >= min_score]
+            shown, _ = await self._show(await self._fused(request, filters, embedded,
+                                                          careful=True))
         return shown
 
+    async def _fused(self, request: SearchRequest, filters: Filters, embedded: _Embedded,
+                     careful: bool) -> list[Hit]:
+        limit, vector = request.limit, embedded.vector
+        if request.mode == "text":
+            return (await self._leg_text(request, filters, limit, careful))[:limit]
+        assert vector is not None
+        if request.mode == "vector":
+            return (await self._leg_vector(request, filters, vector, limit, careful))[:limit]
+        depth = _depth(request)
+        if embedded.text_first is not None and not careful:
+            text_hits = embedded.text_first
+            vector_hits = await self._leg_vector(request, filters, vector, depth, careful)
+        else:
+            text_hits, vector_hits = await asyncio.gather(
+                self._leg_text(request, filters, depth, careful),
+                self._leg_vector(request, filters, vector, depth, careful))
+        assert request.fusion is not None and request.rrf_k is not None
+        weights = (float(request.text_weight or 0.0), float(request.vector_weight or 0.0))
+        hits = fuse(text_hits, vector_hits, limit=len(text_hits) + len(vector_hits),
+                    method=request.fusion, k=request.rrf_k, weights=weights,
+                    per_document=request.per_document)
+        return hits[:limit]
+
+    def _cut(self, hits: list[Hit], request: SearchRequest) -> list[Hit]:
+        """The hits the cut-off and ``min_score`` keep."""
+        settings = self.settings
+        if request.cutoff and settings.relevance_cutoff > 0:
+            hits = [h for h, keep in zip(hits, kept(
+                [h.score for h in hits], settings.relevance_cutoff,
+                min(settings.relevance_floor, settings.relevance_cutoff))) if keep]
+        if request.min_score:
+            hits = [h for h in hits if h.score >= request.min_score]
+        return hits
+
     def _judged_by_meaning(self) -> bool:
-        """Whether a hit's score weighs its vector similarity: in a chunked store with an
-        embedding model that embeds meaning (not the word-hashing test models)."""
-        return (self.embedding is not None and self.settings.chunked
+        """Whether a hit's score weighs its vector similarity: with an embedding model that
+        embeds meaning (not the word-hashing test models)."""
+        return (self.embedding is not None
                 and calibration_for(self.embedding.name) is not LEXICAL)
 
     async def _judge(self, hits: list[Hit], text: str, vector: list[float] | None) -> None:
@@ -238,19 +222,16 @@ class Searcher:
         (``similarity``, ``coverage``)."""
         if not hits:
             return
-        legs = self.storage.chunks.legs
-        analyzer = analyzer_for(self.storage.store.names.language)
+        analyzer = self.analyzer
         weights = query_weights(analyzer.terms(query_terms(text))) if text else {}
-        if not self.settings.chunked:  # documents-only stores keep no term statistics
-            idf = dict.fromkeys(weights, 1.0)
-        else:
-            idf = await legs.idf(list(weights)) if weights else {}
+        idf = await self.legs.text.idf(list(weights)) if weights else {}
         similarity: dict[str, float] = {}
         model = self.embedding.name if self.embedding else ""
         calibration = calibration_for(model)
         background: float | None = None
-        if vector is not None and self.settings.chunked:
-            similarity = await legs.similarities(vector, [h.chunk_id for h in hits])
+        if vector is not None and self.legs.vector is not None:
+            similarity = await self.legs.vector.similarities(
+                vector, {h.chunk_id.split(":", 1)[1]: h.chunk_id for h in hits})
             if calibration.against_background:
                 background = await self._background(vector)
                 if background is None:
@@ -260,7 +241,7 @@ class Searcher:
                 list(set(analyzer.words(hit.content))))), 6) if weights else None
             hit.similarity = similarity.get(hit.chunk_id)
             if vector is not None and hit.similarity is None and hit.vector_score is not None:
-                hit.similarity = hit.vector_score  # documents-only stores: the leg's own
+                hit.similarity = hit.vector_score  # a vector hit the codes do not hold yet
             # a word-hashing model's similarity judges only a search without words
             by_meaning = vector is not None and (calibration is not LEXICAL or not weights)
             hit.score = calibration.probability(
@@ -270,23 +251,22 @@ class Searcher:
     async def _background(self, vector: list[float]) -> float | None:
         """The query's mean similarity to a fixed sample of the store's chunks (``None``
         where the store cannot say, or knows too few)."""
-        distances = await self.storage.chunks.legs.background(vector)
-        if distances is None or len(distances) < MIN_BACKGROUND:
+        assert self.legs.vector is not None
+        similarities = await self.legs.vector.background(vector)
+        if similarities is None or len(similarities) < MIN_BACKGROUND:
             return None
-        similarity = 1.0 - np.asarray(distances, dtype=np.float64) \
-            if self.settings.hnsw_distance == "COSINE" else -np.asarray(distances)
-        return float(similarity.mean())
+        return float(np.asarray(similarities, dtype=np.float64).mean())
 
     async def _show(self, hits: list[Hit]) -> tuple[list[Hit], bool]:
         """Fill in what the final hits show (text, position, source): the legs returned ids
         and scores only. Returns the hits that are visible, and whether all were."""
-        if not self.settings.chunked or not hits:
+        details = self.legs.details
+        if details is None or not hits:
             return hits, True
-        chunks = self.storage.chunks
-        details = await chunks.details([record_id(h.chunk_id, chunks.table) for h in hits])
+        rows = await details([record_id(h.chunk_id, self.legs.chunks_table) for h in hits])
         shown = []
         for hit in hits:
-            row = details.get(hit.chunk_id)
+            row = rows.get(hit.chunk_id)
             if row is not None and is_visible(row):
                 _fill(hit, row)
                 shown.append(hit)
@@ -306,82 +286,45 @@ class Searcher:
             raise ConfigurationError("the query vector holds NaN or infinite values")
         return vector
 
-    async def _leg_text(self, query: str, limit: int, filters: Filters,
-                        per_document: bool, careful: bool) -> list[Hit]:
-        if not per_document:
-            return await self.text(query, limit, filters, careful)
-        return await _distinct_documents(lambda n: self.text(query, n, filters, careful),
+    async def _leg_text(self, request: SearchRequest, filters: Filters, limit: int,
+                        careful: bool) -> list[Hit]:
+        words = query_words(request.query or "")
+        if not request.per_document:
+            return await self.text(words, limit, filters, careful)
+        return await _distinct_documents(lambda n: self.text(words, n, filters, careful),
                                          limit, "text", self.settings.bm25_document_bonus)
 
-    async def _leg_vector(self, vector: list[float], limit: int, filters: Filters,
-                          per_document: bool, careful: bool) -> list[Hit]:
-        if not per_document:
+    async def _leg_vector(self, request: SearchRequest, filters: Filters,
+                          vector: list[float], limit: int, careful: bool) -> list[Hit]:
+        if not request.per_document:
             return await self.vector(vector, limit, filters, careful)
         return await _distinct_documents(lambda n: self.vector(vector, n, filters, careful),
                                          limit, "vector")
 
-    async def text(self, query: str, limit: int, filters: Filters,
+    async def text(self, words: list[str], limit: int, filters: Filters,
                    careful: bool = True) -> list[Hit]:
         """The BM25 leg: chunks (or documents, in documents-only stores) best first."""
-        words = query_words(query)
-        if self.settings.chunked and self.settings.bm25_max_df < 1.0 and len(words) > 1 \
-                and self.storage.chunks.text is None:  # the engine's index only
-            words = await self._informative(words)
-        terms = " ".join(words)
-        if not terms:
+        if not words:
             return []
-        if not self.settings.chunked:
-            rows = await self.storage.documents.text_rows(terms, limit, filters)
-            rows = [r for r in rows if r.get("complete") is True]
-        else:
-            rows = await self.storage.chunks.legs.text_rows(terms, limit, filters, careful)
-        hits = [_hit(row, float(row.get("score") or 0.0)) for row in rows]
+        rows = await self.legs.text.rows(words, limit, filters, careful)
+        hits = [_hit(row) for row in rows]
         for rank, hit in enumerate(hits, 1):
             hit.text_rank, hit.text_score = rank, hit.score
         return hits
 
-    async def _informative(self, words: list[str]) -> list[str]:
-        """The query's terms without those in more than ``bm25_max_df`` of the chunks (and
-        in more than ``bm25_max_df_floor`` chunks).
-
-        The engine scores every chunk that holds any query term, so a term in a quarter of
-        the chunks costs a quarter of the table, while its inverse document frequency (and so
-        its weight in the score) is low. The rarest ``bm25_min_terms`` are always kept, and
-        so is a word whose frequency is not known yet (it is being counted).
-        """
-        chunks = self.storage.chunks
-        df = chunks.legs.known_term_counts(words)  # a word not counted yet is kept
-        if not df:
-            return words
-        cap = max(self.settings.bm25_max_df * await chunks.legs.total(),
-                  self.settings.bm25_max_df_floor)
-        kept = [w for w in words if df.get(w, 0) <= cap]
-        if len(set(kept)) < self.settings.bm25_min_terms:
-            rarest = sorted(set(words), key=lambda w: (df.get(w, 0), w))
-            keep = set(rarest[:self.settings.bm25_min_terms])
-            kept = [w for w in words if w in keep]
-        return kept
-
     async def vector(self, vector: list[float], limit: int, filters: Filters,
                      careful: bool = True) -> list[Hit]:
-        """The vector leg: the nearest chunks by the HNSW graph, best first."""
-        k = int(limit)
-        # The graph's recall falls when k approaches ef (on SciFact, M 12 / EFC 150: recall@100
-        # 0.95 at ef 100, 0.99 at ef 200): deep fetches get a candidate list of twice k.
-        ef = max(self.settings.hnsw_ef, 2 * k)
-        rows = await self.storage.chunks.legs.vector_rows(vector, k, ef, filters, careful)
-        similarity = self._similarity(np.array([float(r["distance"]) for r in rows]))
-        hits = [_hit(row, float(score)) for row, score in zip(rows, similarity, strict=True)]
+        """The vector leg: the nearest chunks, best first."""
+        rows = await self.legs.vector_for(filters).rows(vector, int(limit), filters, careful)
+        hits = [_hit(row) for row in rows]
         for rank, hit in enumerate(hits, 1):
             hit.vector_rank, hit.vector_score = rank, hit.score
         return hits
 
-    def _similarity(self, distance: np.ndarray) -> np.ndarray:
-        """0-1, higher is nearer: the cosine similarity (below 0 counts as 0), or
-        1 / (1 + distance) for the other distances."""
-        if self.settings.hnsw_distance == "COSINE":
-            return np.maximum(0.0, 1.0 - distance)
-        return 1.0 / (1.0 + distance)
+
+def _depth(request: SearchRequest) -> int:
+    """How many hits a hybrid search fetches of each leg."""
+    return max(request.candidates or 0, request.limit)
 
 
 def _against(similarity: float | None, background: float | None) -> float | None:
@@ -390,13 +333,6 @@ def _against(similarity: float | None, background: float | None) -> float | None
     if similarity is None or background is None:
         return similarity
     return similarity - background
-
-
-def _check_int(name: str, value: Any, minimum: int, maximum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) \
-            or not minimum <= value <= maximum:
-        raise ConfigurationError(
-            f"{name} must be an integer from {minimum} to {maximum}, got {value!r}")
 
 
 async def _distinct_documents(fetch: Callable[[int], Awaitable[list[Hit]]], want: int,
@@ -436,11 +372,11 @@ async def _distinct_documents(fetch: Callable[[int], Awaitable[list[Hit]]], want
     return docs
 
 
-def _hit(row: dict[str, Any], score: float) -> Hit:
+def _hit(row: dict[str, Any]) -> Hit:
     """A hit from a leg's row (its details are filled in by ``_fill`` when it is shown)."""
     hit = Hit(chunk_id=id_text(row["id"]), document_id=id_text(row["document"]), source="",
               title=None, mime_type="", content="", chunk_index=0, char_start=0, char_end=0,
-              page=None, last_page=None, score=score)
+              page=None, last_page=None, score=float(row.get("score") or 0.0))
     if "content" in row:  # a whole document (documents-only stores): shown as it is
         _fill(hit, row)
     return hit

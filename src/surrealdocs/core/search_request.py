@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import FUSIONS, Settings
+from ..errors import ConfigurationError
+from ..parts.filters import Filters
+
 MODES = ("hybrid", "vector", "text")
+MAX_RESULTS = 10_000  # the most hits (and candidates per leg) one search may ask for
 
 
 @dataclass(frozen=True)
@@ -54,8 +60,72 @@ class SearchRequest:
     query_vector: Sequence[float] | None = None
     cutoff: bool = True
 
+    @classmethod
+    def of(cls, query: str | SearchRequest | None = None, **options: Any) -> SearchRequest:
+        """A request from a query and options by name (or a request as it is)."""
+        unknown = sorted(set(options) - set(SEARCH_FIELDS))
+        if unknown:
+            raise ConfigurationError(f"unknown search option {', '.join(unknown)}; the options"
+                                     f" are {', '.join(SEARCH_FIELDS[1:])}")
+        if isinstance(query, SearchRequest):
+            if options:
+                raise ConfigurationError("give a SearchRequest or search options, not both")
+            return query
+        return cls(query, **options)
+
     def replace(self, **changes: Any) -> SearchRequest:
         return dataclasses.replace(self, **changes)
+
+    def checked(self, settings: Settings) -> SearchRequest:
+        """This request, checked (a :class:`ConfigurationError` says what is wrong), with
+        the query trimmed and every option left unset taken from ``settings``: the one
+        validation of a search, whatever face asked for it."""
+        if self.mode not in MODES:
+            raise ConfigurationError(
+                f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        _check_int("limit", self.limit, 1, MAX_RESULTS)
+        candidates = settings.hybrid_candidates if self.candidates is None else self.candidates
+        _check_int("candidates", candidates, 1, MAX_RESULTS)
+        fusion = (self.fusion or settings.hybrid_fusion).lower()
+        if fusion not in FUSIONS:
+            raise ConfigurationError(
+                f"fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
+        text_weight = settings.text_weight if self.text_weight is None else self.text_weight
+        vector_weight = (settings.vector_weight if self.vector_weight is None
+                         else self.vector_weight)
+        weights = (text_weight, vector_weight)
+        if not all(isinstance(w, (int, float)) and math.isfinite(w) and w >= 0
+                   for w in weights) or sum(weights) == 0:
+            raise ConfigurationError(
+                "text_weight and vector_weight must be finite numbers >= 0, not both 0")
+        rrf_k = settings.rrf_k if self.rrf_k is None else self.rrf_k
+        _check_int("rrf_k", rrf_k, 0, MAX_RESULTS)
+        min_score = self.min_score
+        if min_score is not None and (isinstance(min_score, bool) or not isinstance(
+                min_score, (int, float)) or not 0.0 <= min_score <= 1.0):
+            raise ConfigurationError(
+                f"min_score must be a number from 0 to 1 (a probability of relevance), got"
+                f" {min_score!r}")
+        text = (self.query or "").strip()
+        if len(text) > settings.max_query_chars:
+            raise ConfigurationError(
+                f"the query has {len(text)} characters; the limit is {settings.max_query_chars}"
+                " (SURREALDOCS_MAX_QUERY_CHARS)")
+        mode = self.mode
+        if not text and self.query_vector is None:
+            raise ConfigurationError("the query is empty")
+        if self.query_vector is not None and not text and mode != "vector":
+            if mode == "text":
+                raise ConfigurationError("text search needs query text, not only a vector")
+            mode = "vector"
+        return self.replace(query=text, mode=mode, candidates=candidates, fusion=fusion,
+                            text_weight=text_weight, vector_weight=vector_weight, rrf_k=rrf_k)
+
+    def filters(self, notebook: Any = None) -> Filters:
+        """The request's filters, its notebook resolved to ``notebook`` (a record id)."""
+        return Filters(source=self.source, mime_type=self.mime_type, notebook=notebook,
+                       topics=self.topics, created_after=self.created_after,
+                       created_before=self.created_before)
 
     def options(self) -> dict[str, Any]:
         """Every field but the query, by name."""
@@ -63,3 +133,10 @@ class SearchRequest:
 
 
 SEARCH_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SearchRequest))
+
+
+def _check_int(name: str, value: Any, minimum: int, maximum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) \
+            or not minimum <= value <= maximum:
+        raise ConfigurationError(
+            f"{name} must be an integer from {minimum} to {maximum}, got {value!r}")

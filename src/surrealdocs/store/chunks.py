@@ -46,7 +46,6 @@ from ..config import Settings
 from ..errors import StoreError
 from ..parts.chunk import Chunk
 from ..parts.results import id_text
-from .chunklegs import LegQueries
 from .connection import STALE_MARK, Statement, Store
 from .textindex import TextIndex
 from .vectorgraphs import VectorGraphs
@@ -93,12 +92,10 @@ class ChunkStorage:
         self.text = TextIndex(store, settings, self.table,
                               self.vector_table if settings.vectors else None) \
             if settings.chunked and settings.text_index == "segments" else None
-        # the vectors' HNSW graphs and the notebooks' vector tables (vectorgraphs.py), and
-        # the queries of the search legs (chunklegs.py)
+        # the vectors' HNSW graphs and the notebooks' vector tables (vectorgraphs.py); the
+        # search legs that read them are in legs/
         self.graphs = VectorGraphs(store, settings, dimension, self.table, self.vector_table,
                                    vectors_apart, self.count)
-        self.legs = LegQueries(store, settings, self.table, self.vector_table, vectors_apart,
-                               self.text, self.graphs, self.count)
 
     # ----- rows -----------------------------------------------------------------------
     def rows(self, doc: RecordID, chunks: Sequence[Chunk], vectors: Any = None, *,

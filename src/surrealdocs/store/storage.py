@@ -12,6 +12,7 @@ from .connection import Store
 from .conversations import ConversationStorage
 from .documents import DocumentStorage
 from .jobs import JobStorage
+from .legs import Legs, choose_legs
 from .notebooks import NotebookStorage
 
 
@@ -28,10 +29,13 @@ class Storage:
     jobs: JobStorage
     keys: KeyStorage
     conversations: ConversationStorage
+    legs: Legs  # the search legs this store's layout calls for
 
     @classmethod
     def of(cls, store: Store, settings: Settings, dimension: int, *,
            vectors_apart: bool = False) -> Storage:
         chunks = ChunkStorage(store, settings, dimension, vectors_apart=vectors_apart)
-        return cls(store, DocumentStorage(store), chunks, NotebookStorage(store),
-                   JobStorage(store), KeyStorage(store), ConversationStorage(store))
+        documents = DocumentStorage(store)
+        return cls(store, documents, chunks, NotebookStorage(store), JobStorage(store),
+                   KeyStorage(store), ConversationStorage(store),
+                   choose_legs(settings, chunks, documents))
