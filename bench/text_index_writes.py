@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from surrealdocs import KnowledgeBase, Settings
-from surrealdocs.store.textsegments import bytes_of
+from surrealdocs.store.segments.postings import bytes_of
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "corpus.jsonl"
 

@@ -1,5 +1,5 @@
 """The vector leg's scan, alone: float32 rows with numpy against the int8 codes the text
-index's segments keep (``store/segmentvectors.py``: simsimd's int8 kernels, then the best
+index's segments keep (``store/segments/codes.py``: simsimd's int8 kernels, then the best
 512 rows scored again against the unquantized query), on the same random vectors.
 
     python bench/vector_scan.py [--rows 100000] [--dimension 384] [--queries 50]
@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from surrealdocs.store.segmentvectors import VectorSet
+from surrealdocs.store.segments.codes import VectorSet
 
 
 def main() -> None:

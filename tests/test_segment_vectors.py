@@ -1,4 +1,4 @@
-"""The vector leg's scan of the text index's segments (store/segmentvectors.py) against a
+"""The vector leg's scan of the text index's segments (store/segments/codes.py) against a
 brute-force nearest-neighbour search over the vectors the index holds (int8 codes times
 their row's scale): the same top 20 and scores within 1e-5, through writes, deletes, new
 versions, merges, rebuilds, filters, both scanned distances and a store whose segments
@@ -14,7 +14,7 @@ from conftest import assert_hits_name_their_documents, assert_text_index_matches
 from surrealdocs import KnowledgeBase, Settings
 from surrealdocs.store.names import Names
 from surrealdocs.store.schema import SCHEMA_VERSION
-from surrealdocs.store.textindex import TextIndex
+from surrealdocs.store.segments.index import TextIndex
 from test_textindex import _corpus, _word
 
 QUERIES = [f"{_word(1)} {_word(2)}", "apple pear", _word(40), "running café 2024"]

@@ -19,7 +19,7 @@ import pytest
 from conftest import PATIENCE, assert_hits_name_their_documents, assert_text_index_matches_chunks
 from surrealdocs import KnowledgeBase, Settings
 from surrealdocs.errors import StoreError
-from surrealdocs.store.textindex import TextIndex
+from surrealdocs.store.segments.index import TextIndex
 
 
 def _word(i: int) -> str:
@@ -368,7 +368,7 @@ async def test_a_lease_held_by_a_gone_process_is_taken_over_at_once(small_settin
     of this machine whose process ended."""
     import socket
 
-    from surrealdocs.store.textsegments import holder_gone, lease_owner
+    from surrealdocs.store.segments.postings import holder_gone, lease_owner
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)

@@ -47,7 +47,7 @@ from ..errors import StoreError
 from ..parts.chunk import Chunk
 from ..parts.results import id_text
 from .connection import STALE_MARK, Statement, Store
-from .textindex import TextIndex
+from .segments.index import TextIndex
 from .vectorgraphs import VectorGraphs
 
 STATEMENTS_PER_ROUND_TRIP = 10

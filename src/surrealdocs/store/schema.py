@@ -25,7 +25,7 @@ from ..parts.chunk import CONTEXT_SEPARATOR
 from .api_keys import key_table
 from .connection import Statement, Store
 from .names import META, Names
-from .textindex import TextIndex
+from .segments.index import TextIndex
 
 
 def hnsw_index_sql(names: Names, settings: Settings, dimension: int,
@@ -378,7 +378,7 @@ def _v11(names: Names, settings: Settings, dimension: int) -> str:
 
 def _v12(names: Names, settings: Settings, dimension: int) -> str:
     # The text index's tables, the chunks' origin segment, and the event that records a
-    # deleted chunk (store/textindex.py). Whether the store ranks with them or with the
+    # deleted chunk (store/segments/index.py). Whether the store ranks with them or with the
     # engine's FULLTEXT index is settled after the migrations (reconcile_text_index).
     if not settings.chunked:
         return ""

@@ -8,7 +8,7 @@ from typing import Any
 from surrealdb import RecordID
 
 from ..connection import Store
-from ..textsegments import Ranked
+from ..segments.postings import Ranked
 
 # What a leg returns per chunk: id, document and score, enough to rank and collapse per
 # document. Checking that a chunk is visible (its document complete, its generation current)

@@ -14,7 +14,7 @@ from ...parts.relevance import idf_of
 from ..conditions import filter_conditions
 from ..connection import Store
 from ..documents import DocumentStorage
-from ..textindex import TextIndex
+from ..segments.index import TextIndex
 from .ranked import LEG_FIELDS, VISIBLE, walk
 
 COUNT_CACHE_SECONDS = 60.0

@@ -14,7 +14,7 @@ from ...config import Settings
 from ...parts.filters import Filters
 from ..conditions import filter_conditions
 from ..connection import Store
-from ..textindex import TextIndex
+from ..segments.index import TextIndex
 from ..vectorgraphs import VectorGraphs
 from .ranked import LEG_FIELDS, LEG_FIELDS_VIA_CHUNK, VISIBLE, VISIBLE_VIA_CHUNK, walk
 

@@ -1,5 +1,5 @@
 """The chunks' vectors as a text segment carries them: int8 codes with a scale per row, in
-part records of the text index (``<chunks>_text_vector``, owned by :mod:`.textindex`), and
+part records of the text index (``<chunks>_text_vector``, owned by :mod:`.index`), and
 the nearest-neighbour scan over them.
 
 A scan of a few hundred thousand vectors is one pass of int8 dot products (simsimd's SIMD

@@ -16,7 +16,7 @@ cost of writing a chunk. Here the store keeps immutable *segments* and this proc
 - ``<chunks>_text_dead``: a deleted chunk (its id and origin), written by an event in the
   transaction that deletes the row, whatever deletes it (a cascade too).
 - ``<chunks>_text_vector``: a segment's vectors (the chunks' embeddings as int8 codes with
-  a scale per row, in part records; :mod:`.segmentvectors`), so that the vector leg scans
+  a scale per row, in part records; :mod:`.codes`), so that the vector leg scans
   them in this process, merged and deleted with the postings.
 - ``<chunks>_text_moved``: a chunk moved into another document (a new version of a source
   keeps its unchanged chunks), keyed by chunk and origin, written by the statement that
@@ -46,11 +46,11 @@ from typing import Any
 import numpy as np
 from surrealdb import RecordID
 
-from ..config import Settings
-from ..errors import StoreError
-from ..parts.analyzer import analyzer_for
-from .connection import Statement, Store
-from .segmentvectors import (
+from ...config import Settings
+from ...errors import StoreError
+from ...parts.analyzer import analyzer_for
+from ..connection import Statement, Store
+from .codes import (
     PARTS_PER_STATEMENT,
     SCAN_MAX_BYTES,
     SCANNED_DISTANCES,
@@ -58,8 +58,8 @@ from .segmentvectors import (
     part_bytes,
     part_records,
 )
-from .textmerge import TextIndexMaintenance
-from .textsegments import (
+from .maintenance import TextIndexMaintenance
+from .postings import (
     BLOCKS_PER_STATEMENT,
     CACHE_BYTES,
     DAMAGED,
@@ -82,7 +82,7 @@ from .textsegments import (
     lease_owner,
     new_segment_key,
 )
-from .textvectors import SegmentVectors, background, held, scan, similarity_of
+from .vectors import SegmentVectors, background, held, scan, similarity_of
 
 
 class TextIndex:
@@ -483,7 +483,7 @@ class TextIndex:
         """What an index rebuilt from the chunks would hold (for checks)."""
         return await self.maintenance.expected_postings()
 
-    # ----- merges and rebuilds (textmerge.py) ------------------------------------------
+    # ----- merges and rebuilds (maintenance.py) ------------------------------------------
     def merge_soon(self) -> None:
         """Merge in the background when a level has grown full."""
         self.maintenance.merge_soon()

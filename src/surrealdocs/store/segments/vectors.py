@@ -1,6 +1,6 @@
 """The decoded vectors of the text index's live segments, read a few part records at a
 time and kept while their segment lives (segments never change), and the scan of a query
-over them. See :mod:`.segmentvectors` for the codes and :mod:`.textindex` for the layout."""
+over them. See :mod:`.codes` for the codes and :mod:`.index` for the layout."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from surrealdb import RecordID
 
-from .connection import Store, release_freed_memory
-from .segmentvectors import (
+from ..connection import Store, release_freed_memory
+from .codes import (
     PART_ROWS,
     PARTS_PER_STATEMENT,
     VectorSet,
     decode_part,
 )
-from .textsegments import (
+from .postings import (
     BACKGROUND_ROWS,
     MissingRecord,
     Ranked,

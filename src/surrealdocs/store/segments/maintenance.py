@@ -1,7 +1,7 @@
 """Keeping the text index small and whole (``TextIndex.merge_once``, ``rebuild``): tiered
 merges of segments under a lease in the store (two processes never merge the same
 segments; a crash mid-merge leaves the old segments live), dead postings dropped, and the
-rebuild of the whole index from the chunks. See :mod:`.textindex` for the layout."""
+rebuild of the whole index from the chunks. See :mod:`.index` for the layout."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 from surrealdb import RecordID
 
-from ..errors import StoreError
-from .connection import Statement
-from .segmentvectors import (
+from ...errors import StoreError
+from ..connection import Statement
+from .codes import (
     VectorSet,
 )
-from .textsegments import (
+from .postings import (
     HEADER_FIELDS,
     LEASE_SECONDS,
     REBUILD_PAGE,
@@ -39,7 +39,7 @@ from .textsegments import (
 
 
 class TextIndexMaintenance:
-    """Merges and rebuilds of one text index (:class:`~.textindex.TextIndex`, which
+    """Merges and rebuilds of one text index (:class:`~.index.TextIndex`, which
     creates this and delegates to it): one at a time in a process, under the store's lease
     across processes."""
 

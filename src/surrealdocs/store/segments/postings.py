@@ -1,4 +1,4 @@
-"""The text index's pieces (:mod:`.textindex` writes and searches them, :mod:`.textmerge`
+"""The text index's pieces (:mod:`.index` writes and searches them, :mod:`.maintenance`
 merges and rebuilds them): a segment as built (:class:`Built`), its decoded records (its map
 of chunks, its blocks of postings), the live view of the segments a search reads, a search's
 ranking, and the decoded-record cache."""
@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..parts.analyzer import STOP_WORDS, Analyzer
-from .segmentvectors import (
+from ...parts.analyzer import STOP_WORDS, Analyzer
+from .codes import (
     VectorSet,
     pack,
     part_count,
