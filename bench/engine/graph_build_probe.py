@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/common.py
 
 from common import DIM, FixedDim, load, log
 from surrealdocs import KnowledgeBase, Settings
-from surrealdocs.store.schema import hnsw_index_sql
+from surrealdocs.store.vectorgraphs import hnsw_index_sql
 
 ROOT = Path(__file__).resolve().parents[1]
 

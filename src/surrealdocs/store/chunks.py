@@ -47,6 +47,7 @@ from ..errors import StoreError
 from ..parts.chunk import Chunk
 from ..parts.results import id_text
 from .connection import STALE_MARK, Statement, Store
+from .names import Names
 from .segments.index import TextIndex
 from .vectorgraphs import VectorGraphs
 
@@ -64,6 +65,13 @@ _DETAIL_FIELDS = (
     " document.mime_type AS mime_type, "
     + _VISIBILITY
 )
+
+
+def ft_index_sql(names: Names, settings: Settings, *, overwrite: bool = False) -> str:
+    clause = "OVERWRITE" if overwrite else "IF NOT EXISTS"
+    return (f"DEFINE INDEX {clause} {names.ft_index} ON {names.chunks} FIELDS content"
+            f" FULLTEXT ANALYZER {names.analyzer}"
+            f" BM25({float(settings.bm25_k1)},{float(settings.bm25_b)}) HIGHLIGHTS;")
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,28 @@ from surrealdb import RecordID
 from ..config import Settings
 from ..errors import StoreError
 from .connection import Statement, Store
-from .schema import hnsw_index_sql, vector_table_sql
+from .names import Names
 
 REMOTE_BUILD_POLL_SECONDS = 0.5
 READY_CHECK_SECONDS = 5.0
+
+
+def hnsw_index_sql(names: Names, settings: Settings, dimension: int,
+                   table: str | None = None) -> str:
+    return (f"DEFINE INDEX IF NOT EXISTS {names.hnsw_index} ON {table or names.chunks}"
+            f" FIELDS embedding HNSW DIMENSION {int(dimension)} DIST {settings.hnsw_distance}"
+            f" TYPE F32 EFC {int(settings.hnsw_efc)} M {int(settings.hnsw_m)};")
+
+
+def vector_table_sql(names: Names) -> str:
+    """The table of the chunks' vectors (without its HNSW index, defined apart)."""
+    V = names.vectors
+    return (f"DEFINE TABLE IF NOT EXISTS {V} SCHEMAFULL;"
+            f" DEFINE FIELD IF NOT EXISTS chunk ON {V} TYPE record<{names.chunks}>"
+            "   REFERENCE ON DELETE CASCADE;"
+            f" DEFINE FIELD IF NOT EXISTS document ON {V} TYPE record<{names.documents}>;"
+            f" DEFINE FIELD IF NOT EXISTS embedding ON {V} TYPE array<float>;"
+            f" DEFINE INDEX IF NOT EXISTS {V}_document ON {V} FIELDS document;")
 
 
 class VectorGraphs:
