@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# the tests not marked slow (no subprocesses, servers, browser, crashes or real corpora)
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
 
 # the quick benchmarks (under a minute, no ../shared needed); the others: bench/README.md
 bench: $(STAMP)

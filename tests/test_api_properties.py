@@ -21,6 +21,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 
 from server_helpers import served, wait_ready_process  # noqa: E402
 
+pytestmark = pytest.mark.slow  # subprocesses, servers or real corpora: -m 'not slow' skips
+
 # what the engine's messages look like (a statement quoted back, a parse error's caret line)
 ENGINE_TEXT = re.compile(r"(?i)\b(select|create|update|delete|upsert|relate|define)\b.*"
                          r"\b(from|content|set|table|where)\b|\^\^\^|parse error|-->|"

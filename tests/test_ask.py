@@ -21,6 +21,8 @@ from surrealdocs.core.answer import NOTHING_FOUND, check_citations
 from surrealdocs.errors import ChatModelError
 from surrealdocs.faces.cli import app
 
+pytestmark = pytest.mark.slow  # subprocesses, servers or real corpora: -m 'not slow' skips
+
 TEXTS = {
     "note://herons": "Grey herons stand still in shallow water and strike fish with their bills.",
     "note://egrets": "The little egret has black legs and bright yellow feet.",

@@ -542,6 +542,7 @@ async def test_readme_pipeline_end_to_end_with_minilm(tmp_path: Path) -> None:
     assert config.chunking.embedding is None
 
 
+@pytest.mark.slow
 async def test_readme_extraction_configuration_example(db: Any, tmp_path: Path) -> None:
     scanned = tmp_path / "scanned_report.pdf"
     scanned.write_bytes(make_pdf(["Scanned quarterly report",

@@ -10,8 +10,12 @@ import random
 import time
 from typing import Any
 
+import pytest
+
 from conftest import assert_text_index_matches_chunks
 from surrealdocs import KnowledgeBase, Settings
+
+pytestmark = pytest.mark.slow  # subprocesses, servers or real corpora: -m 'not slow' skips
 
 pytest_plugins = ["remote_engine"]
 

@@ -183,6 +183,7 @@ def test_freed_memory_goes_back_to_the_system() -> None:
         libc.free(block)
 
 
+@pytest.mark.slow
 async def test_engine_reopens_after_many_rows_written(tmp_path: Path) -> None:
     # The embedded engine stops for good after tens of thousands of rows written in one
     # session; a file store reopens it every engine_reopen_rows rows (here 40, to see it).

@@ -30,6 +30,7 @@ def garbage_share(text: str) -> float:
     return bad / max(len(text), 1)
 
 
+@pytest.mark.slow
 async def test_png_named_txt_is_read_as_the_image_it_is(tmp_path: Path) -> None:
     fake = tmp_path / "report.txt"
     fake.write_bytes(page_png())
@@ -103,6 +104,7 @@ async def test_bytes_whose_declared_type_lies() -> None:
     assert isinstance(out, ExtractFailure) and "binary" in out.reason
 
 
+@pytest.mark.slow
 async def test_ingest_stores_no_binary_garbage(kb: KnowledgeBase, tmp_path: Path) -> None:
     (tmp_path / "scan.txt").write_bytes(page_png())
     (tmp_path / "junk.txt").write_bytes(bytes(range(256)) * 100)

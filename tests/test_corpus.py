@@ -5,8 +5,12 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
 from conftest import shared_docs
 from surrealdocs import KnowledgeBase, Settings
+
+pytestmark = pytest.mark.slow  # subprocesses, servers or real corpora: -m 'not slow' skips
 
 MAX_BYTES = 1_000_000  # the few big files are the benchmark's job, not the test suite's
 # OOXML files named .doc / .ppt (MANIFEST: magic-mismatch): extracted as what they are

@@ -16,9 +16,12 @@ import pytest
 from surrealdocs import KnowledgeBase, Settings
 from surrealdocs.errors import StoreError
 
+pytestmark = pytest.mark.slow  # subprocesses, servers or real corpora: -m 'not slow' skips
+
 SCRIPT = """
 import asyncio, sys
 from surrealdocs import KnowledgeBase, Settings
+
 
 async def main():
     settings = Settings(db=sys.argv[1], model="hashing-64")

@@ -105,6 +105,7 @@ async def test_timeout_is_a_failure_and_does_not_hang() -> None:
     assert "timed out" in out.reason
 
 
+@pytest.mark.slow
 async def test_encrypted_pdf_named_reason() -> None:
     docs = shared_docs()
     out = await extract_file(docs / "pdf" / "password.pdf", SETTINGS)
@@ -112,6 +113,7 @@ async def test_encrypted_pdf_named_reason() -> None:
     assert "password-protected" in out.reason
 
 
+@pytest.mark.slow
 async def test_ocr_of_an_image() -> None:
     docs = shared_docs()
     out = await extract_file(docs / "images" / "layout-parser-paper-fast.jpg", SETTINGS)
@@ -119,6 +121,7 @@ async def test_ocr_of_an_image() -> None:
     assert "layout" in out.content.lower()
 
 
+@pytest.mark.slow
 async def test_ocr_of_a_scanned_pdf() -> None:
     docs = shared_docs()
     # loremipsum-flat.pdf has no text layer: the text only comes from OCR

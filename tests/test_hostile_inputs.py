@@ -84,6 +84,7 @@ def test_model_text_is_printed_with_its_control_characters_escaped(
     assert "\\x1b[2J" in out.output and "\\u202e" in out.output
 
 
+@pytest.mark.slow
 def test_server_refuses_what_is_not_a_surrealdocs_server() -> None:
     """A JSON server that says yes to everything, and one that never answers: a clear
     message and exit 2, never "deleted: x" or a hang."""

@@ -168,6 +168,7 @@ async def test_failure_between_document_and_chunks_leaves_nothing(
     assert (docs, files) == (1, 1) and chunks == report.chunks_written
 
 
+@pytest.mark.slow
 def test_crash_mid_ingest_leaves_nothing_after_reopen(tmp_path: Path) -> None:
     db = tmp_path / "kb"
     long_text = "\n\n".join(f"Paragraph {n} about canals and locks. " * 8 for n in range(400))

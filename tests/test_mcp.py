@@ -34,6 +34,8 @@ from surrealdocs import ConfigurationError, KnowledgeBase, Settings
 from surrealdocs.faces.cli import app
 from surrealdocs.faces.mcp import build_mcp_server, mcp_http_app
 
+pytestmark = pytest.mark.slow  # subprocesses, servers or real corpora: -m 'not slow' skips
+
 READ_TOOLS = {"search", "read", "list_notebooks", "list_sources", "stats"}
 LONG_SOURCE = "note://long"
 # Quotes, backslashes and newlines take two characters in JSON: the limit must count them.

@@ -18,6 +18,8 @@ from chat_server import chat_server
 from conftest import SAMPLES
 from surrealdocs.faces.cli import app
 
+pytestmark = pytest.mark.slow  # subprocesses, servers or real corpora: -m 'not slow' skips
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 INTEGRATIONS = README.parent / "docs" / "integrations.md"
 LEFT_OUT = ("--watch", "eval ", "mcp ", "serve")

@@ -74,6 +74,7 @@ def test_coverage_is_the_share_of_the_querys_idf_the_chunk_holds() -> None:
     assert calibration_for("openai:text-embedding-3-small").against_background
 
 
+@pytest.mark.slow
 async def test_off_topic_questions_find_nothing_and_on_topic_ones_their_passage(
         minilm) -> None:  # type: ignore[no-untyped-def]
     async with await KnowledgeBase.open(settings=Settings(db="mem://"),
@@ -101,6 +102,7 @@ async def test_off_topic_questions_find_nothing_and_on_topic_ones_their_passage(
                 await kb.search("bank", min_score=bad)
 
 
+@pytest.mark.slow
 async def test_the_same_chunk_scores_the_same_under_every_filter_and_grouping(
         minilm) -> None:  # type: ignore[no-untyped-def]
     """A property over random searches: each hit's score is the one the chunk has in the
@@ -143,6 +145,7 @@ async def test_the_same_chunk_scores_the_same_under_every_filter_and_grouping(
         assert checked > 100
 
 
+@pytest.mark.slow
 async def test_ask_answers_off_topic_questions_without_a_model(minilm) -> None:  # type: ignore[no-untyped-def]
     from chat_server import chat_server
 
@@ -159,6 +162,7 @@ async def test_ask_answers_off_topic_questions_without_a_model(minilm) -> None: 
             assert answer.grounded and len(server.requests) == 1
 
 
+@pytest.mark.slow
 def test_the_command_line_says_when_nothing_looks_relevant(tmp_path: Any) -> None:
     db = str(tmp_path / "db")
     runner = CliRunner()

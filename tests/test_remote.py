@@ -32,6 +32,8 @@ from surrealdocs.faces.open_notebook import NotebookSearch
 from surrealdocs.parts.results import id_text
 from surrealdocs.store.connection import Store
 
+pytestmark = pytest.mark.slow  # subprocesses, servers or real corpora: -m 'not slow' skips
+
 if TYPE_CHECKING:  # imported by pytest as a plugin (below), so that its asserts are rewritten
     from remote_engine import RemoteEngine
 

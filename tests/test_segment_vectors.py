@@ -84,6 +84,7 @@ def small_settings() -> Settings:
                     insert_batch_size=5, relevance_cutoff=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("distance", ["COSINE", "EUCLIDEAN"])
 async def test_scan_equals_brute_force_through_writes_deletes_merges(small_settings, distance):
     async with await KnowledgeBase.open(

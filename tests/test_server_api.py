@@ -70,6 +70,7 @@ def test_health_ready_info_stats(tmp_path: Path) -> None:
         assert stats["schema_version"] == SCHEMA_VERSION
 
 
+@pytest.mark.slow
 def test_readiness_false_while_a_graph_is_built(tmp_path: Path) -> None:
     with serve(tmp_path) as server:
         kb = server.kb

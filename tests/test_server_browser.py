@@ -33,9 +33,9 @@ ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not (CHROMIUM and CHROMEDRIVER),
-    reason="no headless browser: apt-get install -y chromium chromium-driver")
+    reason="no headless browser: apt-get install -y chromium chromium-driver")]
 
 HERONS = """# Herons of the marsh
 

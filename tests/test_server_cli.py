@@ -15,6 +15,8 @@ from server_helpers import served, wait_ready_process
 from surrealdocs import KnowledgeBase
 from surrealdocs.faces.cli import app
 
+pytestmark = pytest.mark.slow  # subprocesses, servers or real corpora: -m 'not slow' skips
+
 pytest.importorskip("fastapi")
 runner = CliRunner()
 

@@ -232,6 +232,7 @@ async def _run_until_disconnect(method: str, path: str) -> tuple[bool, bool]:
     return cancelled.is_set(), bool(done)
 
 
+@pytest.mark.slow
 async def test_a_search_whose_client_went_away_stops() -> None:
     for method, path in (("GET", "/v1/search"), ("POST", "/v1/search"),
                          ("GET", "/v1/documents")):

@@ -493,6 +493,7 @@ async def test_migration_9_hashes_the_chunks_of_an_older_store(tmp_path: Path) -
         assert report.counts["updated"] == 1 and 1 <= len(embedder.texts) <= 3
 
 
+@pytest.mark.slow
 async def test_watch_follows_creates_edits_and_deletes(kb: KnowledgeBase,
                                                       tmp_path: Path) -> None:
     root = tmp_path / "docs"
@@ -650,6 +651,7 @@ def test_cli_sync_dry_run_json_and_exit_codes(tmp_path: Path) -> None:
         assert code == 2 and expected in out, (bad, out)
 
 
+@pytest.mark.slow
 def test_cli_sync_watch_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     import signal
     import subprocess

@@ -24,8 +24,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import assert_text_index_matches_chunks
 from surrealdocs import KnowledgeBase, Settings
+
+pytestmark = pytest.mark.slow  # subprocesses, servers or real corpora: -m 'not slow' skips
 
 FILES = 240
 KILLS = 10

@@ -274,6 +274,7 @@ MAINTAINER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_sigkill_during_merges_rebuilds_and_writes(tmp_path):
     """kill -9 at random moments of merges, rebuilds, deletes and writes: after each, the
     text index equals one rebuilt from the chunks (postings and vectors), and searches agree
