@@ -381,6 +381,11 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
     @property
+    def heading_context(self) -> bool:
+        """Whether chunks carry the path of headings over them (``chunk_context``)."""
+        return self.chunk_context == "headings"
+
+    @property
     def vectors(self) -> bool:
         """Whether chunks carry embedding vectors (and the store has an HNSW index)."""
         return self.chunked and self.embed

@@ -26,7 +26,7 @@ from surrealdb import RecordID
 from ..config import Settings
 from ..embed import EmbeddingRunner, token_window
 from ..errors import ConfigurationError, NotFoundError
-from ..parts.chunk import Chunk, assign_context, assign_pages, chunk_text, fit_to_window
+from ..parts.chunk import Chunk, Cutting, cut
 from ..parts.digest import sha256
 from ..parts.discover import discover, os_reason, read_found
 from ..parts.extract import Extracted, ExtractFailure, extract_bytes, extract_file
@@ -84,8 +84,14 @@ class Ingestor:
         self._extract_slots = asyncio.Semaphore(settings.extract_concurrency)
         self.writer = DocumentWriter(storage, self.embedding, settings)
         self._window = (token_window(self.embedding.embedder)
-                        if self.embedding is not None and settings.fit_chunks
-                        and settings.chunked else None)
+                        if self.embedding is not None and settings.fit_chunks else None)
+
+    @property
+    def cutting(self) -> Cutting:
+        """How this store cuts text (:func:`surrealdocs.parts.chunk.cut`)."""
+        settings = self.settings
+        return Cutting(settings.chunk_size, settings.chunk_overlap, settings.heading_context,
+                       self._window)
 
     async def delete_document(self, doc: RecordID) -> None:
         """Delete a document, whatever its sources: its chunks, vector copies, notebook
@@ -280,8 +286,10 @@ class Ingestor:
                                               self.settings)
         size = len(src.data)
         src.data = None  # free the bytes before embedding
-        if isinstance(outcome, Extracted) and self._window is not None:
-            outcome.chunks = await asyncio.to_thread(self._fit, outcome)
+        if isinstance(outcome, Extracted) and self.cutting.window is not None:
+            outcome.chunks = await asyncio.to_thread(
+                cut, outcome.content, self.cutting, chunks=outcome.chunks,
+                page_starts=outcome.page_starts, headings=outcome.headings)
         most = self.settings.max_chunks_per_document
         if isinstance(outcome, Extracted) and len(outcome.chunks) > most:
             outcome = ExtractFailure(
@@ -295,31 +303,14 @@ class Ingestor:
         return await self.writer.store_document(src.key, file_hash, size, src.mtime_ns,
                                                 outcome, previous)
 
-    def _fit(self, doc: Extracted) -> list[Chunk]:
-        assert self._window is not None
-        most, count = self._window
-        chunks = fit_to_window(doc.content, doc.chunks, most, count,
-                               self.settings.chunk_overlap)
-        if chunks is not doc.chunks:
-            assign_pages(chunks, doc.page_starts)
-            assign_context(doc.content, chunks, doc.headings)
-        return chunks
-
     async def chunks_of(self, content: str, page_starts: Any = None,
                         headings: Any = None) -> list[Chunk]:
         """A stored text cut as an ingest cuts a document's (a notebook source's text, to
         vectorize): chunked, with pages and heading context, fitted to the model's window,
         and no more than ``max_chunks_per_document``."""
         settings = self.settings
-        chunks: list[Chunk] = await asyncio.to_thread(
-            chunk_text, content, settings.chunk_size, settings.chunk_overlap)
-        doc = Extracted(source="", content=content, mime_type="text/plain", chunks=chunks,
-                        page_starts=page_starts, headings=headings or [])
-        assign_pages(chunks, page_starts)
-        if settings.chunk_context == "headings":
-            assign_context(content, chunks, doc.headings)
-        if self._window is not None:
-            chunks = await asyncio.to_thread(self._fit, doc)
+        chunks = await asyncio.to_thread(cut, content, self.cutting, page_starts=page_starts,
+                                         headings=headings or ())
         if len(chunks) > settings.max_chunks_per_document:
             raise ConfigurationError(
                 f"the text has {len(chunks)} chunks; the limit is"

@@ -1,5 +1,9 @@
 """Chunks with positions: index, character span in the document text, page numbers.
 
+:func:`cut` is the one decision of a text's chunks, for extraction, ingest and a notebook
+source's vectorize alike: made (or kreuzberg's), fitted to the model's window, given their
+pages and their heading context.
+
 kreuzberg's chunker splits at sentence and paragraph boundaries and reports UTF-8 *byte*
 offsets; here they become Python string (code point) offsets, so that
 ``document.content[chunk.char_start:chunk.char_end] == chunk.content``.
@@ -14,6 +18,39 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class Cutting:
+    """How a store cuts text: ``size`` and ``overlap`` in characters, whether chunks carry
+    their heading path (``headings``), and the embedding model's window (its most word
+    pieces and their counter; ``None``: chunks are not fitted)."""
+
+    size: int
+    overlap: int
+    headings: bool = True
+    window: tuple[int, Callable[[Sequence[str]], list[int]]] | None = None
+
+
+def cut(content: str, cutting: Cutting, *, chunks: list[Chunk] | None = None,
+        page_starts: Sequence[Sequence[int]] | None = None,
+        headings: Sequence[Any] = (), skip: Sequence[tuple[int, int]] = ()) -> list[Chunk]:
+    """The chunks of ``content``: ``chunks`` as given (kreuzberg's, which carry its page
+    numbers), else made by :func:`chunk_text` (none holding a span of ``skip``); fitted to
+    the model's window; chunks made here given their pages from ``page_starts``; each given
+    the path of ``headings`` over it."""
+    made = chunks is None
+    if chunks is None:
+        chunks = chunk_text(content, cutting.size, cutting.overlap, skip=skip)
+    if cutting.window is not None:
+        most, count = cutting.window
+        fitted = fit_to_window(content, chunks, most, count, cutting.overlap)
+        made, chunks = made or fitted is not chunks, fitted
+    if made:
+        assign_pages(chunks, page_starts)
+    if cutting.headings and headings:
+        assign_context(content, chunks, headings)
+    return chunks
 
 
 @dataclass

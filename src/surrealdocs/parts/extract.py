@@ -23,11 +23,10 @@ from .chunk import (
     LONG_LINE,
     LONG_TEXT,
     Chunk,
-    assign_context,
-    assign_pages,
+    Cutting,
     byte_to_char_offsets,
-    chunk_text,
     chunks_from_kreuzberg,
+    cut,
     longest_line,
 )
 from .titles import clean, title_for
@@ -125,7 +124,7 @@ def extraction_config(settings: Settings, *, ocr: bool = False,
         "extraction_timeout_secs": max(1, int(settings.extract_timeout)),
         "cancel_token": cancel_token,
     }
-    if settings.chunk_context == "headings":
+    if settings.heading_context:
         changes["include_document_structure"] = True  # where the headings are
     if pages and not chunking and (base is None or base.pages is None):
         changes["pages"] = PageConfig(extract_pages=True)
@@ -445,11 +444,12 @@ async def _extract_data(data: bytes, claimed: str | None, source: str, settings:
             outcome.reason = f"{plan.mismatch}: {outcome.reason}"
     else:
         outcome.warnings[:0] = plan.warnings
-        if settings.chunk_context == "none":
+        if not settings.heading_context:
             outcome.headings = []
         if outcome.headings:
-            await asyncio.to_thread(assign_context, outcome.content, outcome.chunks,
-                                    outcome.headings)
+            outcome.chunks = await asyncio.to_thread(
+                cut, outcome.content, Cutting(settings.chunk_size, settings.chunk_overlap),
+                chunks=outcome.chunks, headings=outcome.headings)
     return outcome
 
 
@@ -481,13 +481,13 @@ def _check_html_text(doc: Extracted, html: bytes) -> Extracted:
 
 def _rechunk(doc: Extracted, settings: Settings,
              skip: Sequence[tuple[int, int]] = ()) -> ExtractOutcome:
-    """``doc`` with chunks of its content made by :func:`chunk_text` (none holding a span
-    of ``skip``)."""
-    doc.chunks = chunk_text(doc.content, settings.chunk_size, settings.chunk_overlap,
-                            skip=skip)
+    """``doc`` with chunks of its content made here (none holding a span of ``skip``), with
+    their pages (their headings come once they are known: :func:`_extract_data`)."""
+    doc.chunks = cut(doc.content, Cutting(settings.chunk_size, settings.chunk_overlap,
+                                          headings=False),
+                     page_starts=doc.page_starts, skip=skip)
     if not doc.chunks:
         return ExtractFailure(doc.source, "no text could be extracted", kind="empty")
-    assign_pages(doc.chunks, doc.page_starts)
     return doc
 
 
