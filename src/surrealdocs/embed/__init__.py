@@ -17,41 +17,13 @@ Hosted providers, named ``PROVIDER:MODEL`` (only these reach the network):
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, runtime_checkable
-
-import numpy as np
+from collections.abc import Callable
 
 from ..config import Settings
-from ..errors import ConfigurationError, DimensionMismatchError
+from ..errors import ConfigurationError
+from .base import Embedder, TokenCounter, provenance, token_window
+from .runner import EmbeddingRunner
 from .vectors import Vectors
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    name: str
-    dimension: int
-
-    def embed_documents(self, texts: Sequence[str]) -> Vectors: ...
-
-    def embed_query(self, text: str) -> Vectors: ...
-
-
-TokenCounter = Callable[[Sequence[str]], list[int]]
-
-
-def token_window(embedder: Embedder) -> tuple[int, TokenCounter] | None:
-    """The model's window and its token counter, for models that say what they read: an
-    embedder may have ``max_tokens`` (the word pieces it reads of a text; the rest is
-    ignored) and ``count_tokens(texts)``. Ingest then keeps every chunk within the window
-    and stores a document that fits it as one chunk."""
-    most = getattr(embedder, "max_tokens", None)
-    count = getattr(embedder, "count_tokens", None)
-    if isinstance(most, int) and most > 0 and callable(count):
-        return most, count
-    return None
-
 
 _FACTORIES: dict[str, Callable[[str], Embedder]] = {}
 _PROVIDERS: dict[str, Callable[[str, Settings], Embedder]] = {}
@@ -117,13 +89,6 @@ def get_embedder(name: str, settings: Settings | None = None) -> Embedder:
     )
 
 
-def provenance(embedder: Embedder) -> dict[str, str]:
-    """Where an embedder's vectors come from beyond its name (a hosted provider and its
-    endpoint, never credentials), for the store's record; empty for local models."""
-    value = getattr(embedder, "provenance", None)
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
-
-
 def _minilm(name: str) -> Embedder:
     from .minilm import MiniLMEmbedder
 
@@ -144,65 +109,6 @@ def _hashing(name: str) -> Embedder:
     return HashingEmbedder(dimension)
 
 
-class EmbeddingRunner:
-    """An embedder used from async code, in a worker thread, with its output checked
-    against its dimension.
-
-    Documents are embedded one batch of ``batch_size`` texts at a time across the process
-    (a model call already uses every core); queries do not queue behind them, so a search
-    stays fast while a large document is being embedded.
-    """
-
-    def __init__(self, embedder: Embedder, batch_size: int = 64) -> None:
-        self.embedder = embedder
-        self.batch_size = max(1, int(batch_size))
-        self._lock = asyncio.Lock()
-
-    @property
-    def name(self) -> str:
-        return self.embedder.name
-
-    @property
-    def dimension(self) -> int:
-        return int(self.embedder.dimension)
-
-    async def documents(self, texts: Sequence[str]) -> Vectors:
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        parts = []
-        for start in range(0, len(texts), self.batch_size):
-            async with self._lock:
-                parts.append(await asyncio.to_thread(
-                    self.embedder.embed_documents, list(texts[start:start + self.batch_size])))
-        vectors = parts[0] if len(parts) == 1 else _stack(parts)
-        shape = getattr(vectors, "shape", None)
-        expected = (len(texts), self.dimension)
-        if shape is None or tuple(shape) != expected:
-            got = tuple(shape) if shape is not None else type(vectors).__name__
-            raise DimensionMismatchError(
-                f"embedding model {self.name!r} returned vectors of shape {got} for "
-                f"{len(texts)} texts, expected {expected}: its output does not match its "
-                f"declared dimension {self.dimension}")
-        return vectors
-
-    async def query(self, text: str) -> list[float]:
-        vector = await asyncio.to_thread(self.embedder.embed_query, text)
-        out = [float(x) for x in vector]
-        if len(out) != self.dimension:
-            raise DimensionMismatchError(
-                f"embedding model {self.name!r} returned a query vector of {len(out)} "
-                f"dimensions, expected {self.dimension}")
-        return out
-
-
-def _stack(parts: list[Vectors]) -> Vectors:
-    shapes = {getattr(p, "shape", (None, None))[1:] for p in parts}
-    if len(shapes) != 1:  # let the caller report the model's inconsistent output
-        return parts[0]
-    stacked: Vectors = np.concatenate(parts, axis=0)
-    return stacked
-
-
 def _openai(model: str, settings: Settings) -> Embedder:
     from .openai import OpenAIEmbedder
 
@@ -220,5 +126,6 @@ register("hashing", _hashing)
 register_provider("openai", _openai)
 register_provider("ollama", _ollama)
 
-__all__ = ["Embedder", "EmbeddingRunner", "Vectors", "available_models",
-           "available_providers", "get_embedder", "provenance", "register", "register_provider"]
+__all__ = ["Embedder", "EmbeddingRunner", "TokenCounter", "Vectors", "available_models",
+           "available_providers", "get_embedder", "provenance", "register", "register_provider",
+           "token_window"]

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..config import Settings
 from ..errors import ConfigurationError, EmbeddingProviderError
-from ..parts.http_api import backoff, checked_base_url
+from ..parts.http_api import MAX_SERVER_WAIT, RetryPolicy, checked_base_url
 from ..parts.http_api import retry_after as server_wait
 from ..parts.secrets_mask import mask
 from .vectors import Vectors
@@ -34,9 +34,6 @@ from .vectors import Vectors
 log = logging.getLogger(__name__)
 
 PROBE_TEXT = "surrealdocs dimension probe"
-# Longer waits than this are quota resets, not congestion: better said than slept through.
-MAX_RETRY_AFTER = 60.0
-MAX_BACKOFF = 30.0
 _DETAIL_CHARS = 300
 
 E = TypeVar("E", bound="HTTPEmbedder")
@@ -240,24 +237,25 @@ class HTTPEmbedder:
                 status = response.status_code
                 if 200 <= status < 300:
                     return self._json(response)
-                if status != 429 and status < 500:
+                if not RetryPolicy.retryable(status):
                     raise self._refusal(response)
                 failure = f"HTTP {status} {response.reason_phrase}{self._detail(response)}"
                 unreachable = False
                 retry_after = server_wait(response)
             attempts = f"{attempt + 1} attempt" + ("s" if attempt else "")
-            if retry_after is not None and retry_after > MAX_RETRY_AFTER:
+            policy = RetryPolicy(self.options.retries, self.options.backoff)
+            if policy.too_long(retry_after):
                 raise self._error(f"asks to retry after {retry_after:g} s ({failure}); giving "
-                                  "up rather than waiting that long", status=status)
-            if attempt >= self.options.retries:
+                                  f"up rather than waiting over {MAX_SERVER_WAIT:g} s",
+                                  status=status)
+            delay = policy.pause(attempt, retry_after)
+            if delay is None:
                 if unreachable:
                     raise self._error(
                         f"cannot be reached: {failure}, after {attempts}. Is it running? Its "
                         f"URL comes from {self._where()}", status=status)
                 verb = "kept failing" if attempt else "failed"
                 raise self._error(f"{verb}: {failure}, after {attempts}", status=status)
-            delay = retry_after if retry_after is not None else backoff(
-                attempt, self.options.backoff, MAX_BACKOFF)
             log.warning("%s embedding request to %s failed (%s); retry %d/%d in %.2f s",
                         self.name, self.endpoint, failure, attempt + 1, self.options.retries,
                         delay)

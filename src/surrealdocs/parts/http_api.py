@@ -1,10 +1,12 @@
 """What the clients of model servers (embedding providers, chat models) share: the base URL
-they are given, checked; how long a server asks them to wait; the pause between tries."""
+they are given, checked; how long a server asks them to wait; when to try again
+(:class:`RetryPolicy`, one for every provider)."""
 
 from __future__ import annotations
 
 import email.utils
 import random
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import httpx
@@ -71,3 +73,37 @@ def backoff(attempt: int, base: float, most: float) -> float:
     """The pause before try ``attempt + 2``: exponential from ``base``, at most ``most``,
     jittered so that clients that failed together do not come back together."""
     return min(base * 2.0 ** attempt, most) * random.uniform(0.5, 1.0)
+
+
+# Longer waits than this are quota resets, not congestion: better said than slept through.
+MAX_SERVER_WAIT = 60.0
+MAX_BACKOFF = 30.0
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When a provider's request (embeddings, chat, and those to come) is tried again: after
+    a 429, a 5xx, a timeout or a failed connection, ``retries`` more times, pausing as long
+    as the server asks (``Retry-After``), else exponentially from ``backoff`` seconds (at most
+    :data:`MAX_BACKOFF`, jittered). A server asking for more than :data:`MAX_SERVER_WAIT` is
+    not waited for."""
+
+    retries: int = 3
+    backoff: float = 0.5
+
+    @staticmethod
+    def retryable(status: int) -> bool:
+        """Whether an HTTP answer of ``status`` may pass when asked again."""
+        return status == 429 or status >= 500
+
+    def pause(self, attempt: int, asked: float | None) -> float | None:
+        """Seconds to wait before the try after ``attempt`` (0 for the first), or ``None``
+        when there is none: no retry left, or the server asks for too long (see
+        :meth:`too_long`)."""
+        if attempt >= self.retries or self.too_long(asked):
+            return None
+        return asked if asked is not None else backoff(attempt, self.backoff, MAX_BACKOFF)
+
+    @staticmethod
+    def too_long(asked: float | None) -> bool:
+        return asked is not None and asked > MAX_SERVER_WAIT
