@@ -215,18 +215,22 @@ def test_the_http_api_answers_with_citations(tmp_path: Any, server: ChatServer,
         assert server.reply in through.output and "note://storks" in through.output
 
         # a conversation: made, asked in, shown, deleted
-        made = httpx.post(url + "/v1/sessions", json={"title": "storks"}, timeout=60)
+        made = httpx.post(url + "/v1/conversations", json={"title": "storks"}, timeout=60)
         assert made.status_code == 201
         sid = made.json()["id"]
         asked = httpx.post(url + "/v1/ask", timeout=60, json={
-            "question": "Where do storks nest?", "session": sid}).json()
+            "question": "Where do storks nest?", "conversation": sid}).json()
         assert asked["grounded"]
-        shown = httpx.get(url + f"/v1/sessions/{sid}", timeout=60).json()
+        shown = httpx.get(url + f"/v1/conversations/{sid}", timeout=60).json()
         assert [t["question"] for t in shown["turns"]] == ["Where do storks nest?"]
+        assert [s["id"] for s in httpx.get(url + "/v1/conversations", timeout=60).json()[
+            "conversations"]] == [sid]
+        # the names until 2026-12 still answer
         assert [s["id"] for s in httpx.get(url + "/v1/sessions", timeout=60).json()[
             "sessions"]] == [sid]
-        assert httpx.delete(url + f"/v1/sessions/{sid}", timeout=60).status_code == 204
-        assert httpx.get(url + f"/v1/sessions/{sid}", timeout=60).status_code == 404
+        assert httpx.get(url + f"/v1/sessions/{sid}", timeout=60).json()["id"] == sid
+        assert httpx.delete(url + f"/v1/conversations/{sid}", timeout=60).status_code == 204
+        assert httpx.get(url + f"/v1/conversations/{sid}", timeout=60).status_code == 404
         assert httpx.post(url + "/v1/ask", timeout=60, json={
             "question": "x", "session": sid}).status_code == 404
 
@@ -259,9 +263,9 @@ async def test_a_conversation_rewrites_a_follow_up_and_keeps_its_turns(
     (linked,) = await kb.store.query(f"SELECT VALUE chunks FROM {kb.store.names.chat_turn}"
                                      " WHERE question = 'And where do they nest?';")
     assert [str(c.id) for c in linked[0]] == [second.citations[0].chunk_id.split(":")[-1]]
-    (listed,) = await kb.conversations.sessions()
+    (listed,) = await kb.conversations.list_conversations()
     assert (listed.title, listed.turn_count) == ("birds", 2) and listed.notebook
-    assert await kb.conversations.sessions(notebook="Birds")
+    assert await kb.conversations.list_conversations(notebook="Birds")
     await kb.conversations.delete(session.id)
     (left,) = await kb.store.query(f"SELECT count() AS n FROM {kb.store.names.chat_turn}"
                                    " GROUP ALL;")
@@ -277,19 +281,21 @@ def test_conversations_from_the_command_line(tmp_path: Any, server: ChatServer) 
     assert runner.invoke(app, ["ingest", str(tmp_path / "storks.txt"), *db]).exit_code == 0
     env = {"SURREALDOCS_LLM": "openai:tiny", "SURREALDOCS_LLM_BASE_URL": server.url + "/v1"}
     server.reply = "On chimneys [1]."
-    started = runner.invoke(app, ["ask", "where do storks nest", "--session", "new", "--json",
-                                  *db], env=env)
+    started = runner.invoke(app, ["ask", "where do storks nest", "--conversation", "new",
+                                  "--json", *db], env=env)
     assert started.exit_code == 0, started.output
-    session = json.loads(started.output)["session"]
+    session = json.loads(started.output)["conversation"]
     server.script = ["where do storks nest again"]
-    again = runner.invoke(app, ["ask", "and again?", "--session", session, *db], env=env)
+    again = runner.invoke(app, ["ask", "and again?", "--session", session, *db],  # old name
+                          env=env)
     assert again.exit_code == 0 and "On chimneys [1]." in again.output
-    listed = runner.invoke(app, ["chats", "list", "--json", *db])
+    listed = runner.invoke(app, ["conversations", "list", "--json", *db])
     assert [s["turn_count"] for s in json.loads(listed.output)] == [2]
-    shown = runner.invoke(app, ["chats", "show", session, *db])
+    shown = runner.invoke(app, ["conversations", "show", session, *db])
     assert "and again?" in shown.output and "storks.txt" in shown.output
-    assert runner.invoke(app, ["chats", "delete", session, *db]).exit_code == 0
-    gone = runner.invoke(app, ["chats", "show", session, *db])
+    assert runner.invoke(app, ["chats", "list", "--json", *db]).exit_code == 0  # old name
+    assert runner.invoke(app, ["conversations", "delete", session, *db]).exit_code == 0
+    gone = runner.invoke(app, ["conversations", "show", session, *db])
     assert gone.exit_code == 2 and "no conversation" in gone.output
 
 

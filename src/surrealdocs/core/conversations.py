@@ -1,5 +1,5 @@
 """Conversations with the knowledge base (``kb.conversations``), kept in the store as Open
-Notebook keeps its chats: a session belongs to a notebook (its questions search that
+Notebook keeps its chats: a conversation belongs to a notebook (its questions search that
 notebook) or to the whole store, and holds its turns with their citations. A follow-up
 question is first rewritten into a standalone one with the conversation's last turns, so
 that its search finds what "it" and "that" mean; the answer is then made as ``kb.ask``
@@ -32,7 +32,7 @@ REWRITE = (
 
 
 @dataclass
-class ChatTurn:
+class Turn:
     question: str
     standalone: str
     answer: str
@@ -46,14 +46,14 @@ class ChatTurn:
 
 
 @dataclass
-class ChatSession:
+class Conversation:
     id: str
     title: str
     notebook: str | None
     created: dt.datetime | None = None
     updated: dt.datetime | None = None
     turn_count: int = 0
-    turns: list[ChatTurn] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -72,19 +72,21 @@ class ConversationService:
         self._ask = ask
         self._resolve_notebook = resolve_notebook
 
-    async def create(self, title: str | None = None, notebook: Any = None) -> ChatSession:
+    async def create(self, title: str | None = None, notebook: Any = None) -> Conversation:
         nb = None if notebook is None else await self._resolve_notebook(notebook)
         title = (title or "").strip() or "Conversation"
         if len(title) > 200:
             raise ConfigurationError("a conversation's title is at most 200 characters")
         return _session(await self.storage.create(title, nb))
 
-    async def sessions(self, notebook: Any = None) -> list[ChatSession]:
+    async def list_conversations(self, notebook: Any = None) -> list[Conversation]:
         nb = None if notebook is None else await self._resolve_notebook(notebook)
         return [_session(r) for r in await self.storage.select(nb)]
 
-    async def get(self, ref: Any) -> ChatSession:
-        """A session with its turns, oldest first."""
+    sessions = list_conversations  # its name until 2026-12
+
+    async def get(self, ref: Any) -> Conversation:
+        """A conversation with its turns, oldest first."""
         sid = self.storage.session_id(ref)
         row = await self.storage.get(sid)
         if row is None:
@@ -120,7 +122,7 @@ class ConversationService:
             *self.storage.add_turn_statements(self.storage.session_id(ref), turn))
         return answer
 
-    async def _standalone(self, turns: list[ChatTurn], question: str, llm: str | None) -> str:
+    async def _standalone(self, turns: list[Turn], question: str, llm: str | None) -> str:
         history = "\n".join(
             f"Q: {t.question}\nA: {t.answer[:HISTORY_ANSWER_CHARS]}" for t in turns)
         messages = [{"role": "system", "content": REWRITE},
@@ -131,15 +133,19 @@ class ConversationService:
         return text.splitlines()[0].strip() if text else question
 
 
-def _session(row: dict[str, Any]) -> ChatSession:
+def _session(row: dict[str, Any]) -> Conversation:
     nb = row.get("notebook")
-    return ChatSession(id=id_text(row["id"]), title=str(row.get("title") or ""),
+    return Conversation(id=id_text(row["id"]), title=str(row.get("title") or ""),
                        notebook=id_text(nb) if nb else None, created=row.get("created"),
                        updated=row.get("updated"), turn_count=int(row.get("turns") or 0))
 
 
-def _turn(row: dict[str, Any]) -> ChatTurn:
-    return ChatTurn(question=row["question"], standalone=row["standalone"],
+def _turn(row: dict[str, Any]) -> Turn:
+    return Turn(question=row["question"], standalone=row["standalone"],
                     answer=row["answer"], grounded=bool(row.get("grounded")),
                     model=row.get("model"), citations=list(row.get("citations") or []),
                     created=row.get("created"))
+
+
+ChatSession = Conversation  # the names until 2026-12
+ChatTurn = Turn

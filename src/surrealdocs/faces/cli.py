@@ -1071,7 +1071,8 @@ def ask(
     topics: TopicsFilter = None,
     created_after: CreatedAfter = None,
     created_before: CreatedBefore = None,
-    session: Annotated[str | None, typer.Option(
+    conversation: Annotated[str | None, typer.Option(
+        "--conversation", "--session",
         help="Ask within a conversation: its id, or `new` to start one (a follow-up is read"
              " with the turns before it; filters come from its notebook)")] = None,
     as_json: JsonOption = False,
@@ -1096,20 +1097,20 @@ def ask(
                           soft_wrap=True)
 
     async def work(kb: KnowledgeBase) -> tuple[Any, str | None]:
-        if session is None:
+        if conversation is None:
             return await kb.ask(request, llm=llm, on_event=show), None
-        ref = session if session != "new" else \
+        ref = conversation if conversation != "new" else \
             (await kb.conversations.create(question[:80], notebook)).id
         return await kb.conversations.ask(ref, question, llm=llm, on_event=show), ref
 
-    result, in_session = _with_kb(store, work)
-    if as_json:
-        _print_json({**result.to_dict(), "session": in_session})
+    result, within = _with_kb(store, work)
+    if as_json:  # "session": its name until 2026-12
+        _print_json({**result.to_dict(), "conversation": within, "session": within})
         return
     console.print()
     _print_sources(result)
-    if in_session:
-        err_console.print(f"conversation {escape(in_session)} (--session to go on)")
+    if within:
+        err_console.print(f"conversation {escape(within)} (--conversation to go on)")
 
 
 def _print_sources(result: Any) -> None:
@@ -1219,37 +1220,39 @@ def serve(
 
 
 
-chats_app = typer.Typer(help="Conversations of ask --session: list, show, delete.",
-                        no_args_is_help=True)
-app.add_typer(chats_app, name="chats")
+conversations_app = typer.Typer(
+    help="Conversations of ask --conversation: list, show, delete.", no_args_is_help=True)
+app.add_typer(conversations_app, name="conversations")
+app.add_typer(conversations_app, name="chats", hidden=True)  # its name until 2026-12
 
 
-@chats_app.command("list")
+@conversations_app.command("list")
 @store_options
-def chats_list(notebook: NotebookFilter = None, as_json: JsonOption = False, *,
-               store: StoreOptions) -> None:
+def conversations_list(notebook: NotebookFilter = None, as_json: JsonOption = False, *,
+                       store: StoreOptions) -> None:
     """List the conversations, the latest first."""
-    sessions = _with_kb(store, lambda kb: kb.conversations.sessions(notebook))
+    found = _with_kb(store, lambda kb: kb.conversations.list_conversations(notebook))
     if as_json:
-        _print_json([s.to_dict() for s in sessions])
+        _print_json([s.to_dict() for s in found])
         return
-    if not sessions:
-        console.print("no conversations: surrealdocs ask \"…\" --session new starts one")
+    if not found:
+        console.print("no conversations: surrealdocs ask \"…\" --conversation new starts one")
         return
     table = Table(title="Conversations")
     for column in ("id", "title", "turns", "updated"):
         table.add_column(column)
-    for s in sessions:
+    for s in found:
         table.add_row(escape(s.id), escape(s.title), str(s.turn_count), str(s.updated or ""))
     console.print(table)
 
 
-@chats_app.command("show")
+@conversations_app.command("show")
 @store_options
-def chats_show(session: Annotated[str, typer.Argument(help="The conversation's id")],
-               as_json: JsonOption = False, *, store: StoreOptions) -> None:
+def conversations_show(
+        conversation: Annotated[str, typer.Argument(help="The conversation's id")],
+        as_json: JsonOption = False, *, store: StoreOptions) -> None:
     """One conversation, question by question, with the sources of each answer."""
-    found = _with_kb(store, lambda kb: kb.conversations.get(session))
+    found = _with_kb(store, lambda kb: kb.conversations.get(conversation))
     if as_json:
         _print_json(found.to_dict())
         return
@@ -1262,13 +1265,14 @@ def chats_show(session: Annotated[str, typer.Argument(help="The conversation's i
             console.print(f"  {number} {escape(str(c.get('source')))}", soft_wrap=True)
 
 
-@chats_app.command("delete")
+@conversations_app.command("delete")
 @store_options
-def chats_delete(session: Annotated[str, typer.Argument(help="The conversation's id")], *,
-                 store: StoreOptions) -> None:
+def conversations_delete(
+        conversation: Annotated[str, typer.Argument(help="The conversation's id")], *,
+        store: StoreOptions) -> None:
     """Delete a conversation and its turns."""
-    _with_kb(store, lambda kb: kb.conversations.delete(session))
-    console.print(f"deleted the conversation {escape(session)}")
+    _with_kb(store, lambda kb: kb.conversations.delete(conversation))
+    console.print(f"deleted the conversation {escape(conversation)}")
 
 
 keys_app = typer.Typer(help="API keys of the HTTP server (stored hashed; shown once).",

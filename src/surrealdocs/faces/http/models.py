@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 # the most hits (and hybrid candidates per leg) one request may ask for
 MAX_LIMIT = 1000
@@ -110,10 +110,12 @@ class AskBody(_Strict):
     created_before: dt.datetime | None = None
     stream: bool = Field(False, description="Answer as server-sent events: passages, then"
                                             " the text as it comes, then the answer")
-    session: str | None = Field(None, description="Ask within this conversation (its notebook"
-                                                  " scopes the search; the turn is kept)")
+    conversation: str | None = Field(
+        None, validation_alias=AliasChoices("conversation", "session"),  # session: until 2026-12
+        description="Ask within this conversation (its notebook scopes the search; the turn is"
+                    " kept)")
 
 
-class SessionRequest(_Strict):
+class ConversationRequest(_Strict):
     title: str | None = Field(None, max_length=200)
     notebook: str | None = Field(None, description="The notebook its questions search")

@@ -28,7 +28,7 @@ from ...parts.results import id_text
 from ...version import __version__
 from .auth import Access, presented_token, reader, server_state, writer
 from .error_responses import ApiError
-from .models import AskBody, NotebookRequest, SearchBody, SessionRequest, TextsRequest
+from .models import AskBody, ConversationRequest, NotebookRequest, SearchBody, TextsRequest
 from .state import ServerState
 from .uploads import receive
 
@@ -231,9 +231,9 @@ async def ask(body: AskBody, request: Request, who: Reader, state: State) -> Any
         source=body.source, mime_type=body.mime_type, notebook=body.notebook,
         topics=body.topics, created_after=body.created_after,
         created_before=body.created_before)
-    if body.session is not None:  # the conversation's notebook scopes it; the turn is kept
+    if body.conversation is not None:  # the conversation's notebook scopes it; the turn is kept
         await writer(who)  # a read-only key cannot add a turn
-        await kb.conversations.get(body.session)  # 404 before any work
+        await kb.conversations.get(body.conversation)  # 404 before any work
     if not body.stream:
         return (await _asked(kb, search, body, None)).to_dict()
     chat_model(body.llm, kb.settings)  # no model: a 422 before the stream starts
@@ -245,8 +245,8 @@ async def ask(body: AskBody, request: Request, who: Reader, state: State) -> Any
 def _asked(kb: KnowledgeBase, search: SearchRequest, body: AskBody,
            on_event: Any) -> Any:
     """The coroutine of one answer: in a conversation when the body names one."""
-    if body.session is not None:
-        return kb.conversations.ask(body.session, body.question, llm=body.llm,
+    if body.conversation is not None:
+        return kb.conversations.ask(body.conversation, body.question, llm=body.llm,
                                     on_event=on_event)
     return kb.ask(search, llm=body.llm, on_event=on_event)
 
@@ -275,25 +275,33 @@ async def _ask_stream(kb: KnowledgeBase, search: SearchRequest, body: AskBody,
         task.cancel()
 
 
-@router.get("/sessions", tags=["ask"], summary="Conversations, the latest first")
-async def sessions(who: Reader, state: State, notebook: str | None = None) -> dict[str, Any]:
-    found = await state.require().conversations.sessions(notebook)
-    return {"sessions": [s.to_dict() for s in found]}
+# "/sessions": the conversations' path until 2026-12, kept out of the API's description
+@router.get("/conversations", tags=["ask"], summary="Conversations, the latest first")
+@router.get("/sessions", include_in_schema=False)
+async def conversations(request: Request, who: Reader, state: State,
+                        notebook: str | None = None) -> dict[str, Any]:
+    found = await state.require().conversations.list_conversations(notebook)
+    key = "sessions" if request.url.path.endswith("/sessions") else "conversations"
+    return {key: [s.to_dict() for s in found]}
 
 
-@router.post("/sessions", tags=["ask"], summary="Start a conversation", status_code=201)
-async def create_session(body: SessionRequest, who: Writer, state: State) -> dict[str, Any]:
+@router.post("/conversations", tags=["ask"], summary="Start a conversation", status_code=201)
+@router.post("/sessions", include_in_schema=False, status_code=201)
+async def create_conversation(body: ConversationRequest, who: Writer,
+                              state: State) -> dict[str, Any]:
     return (await state.require().conversations.create(body.title, body.notebook)).to_dict()
 
 
-@router.get("/sessions/{ref}", tags=["ask"], summary="A conversation with its turns")
-async def session(ref: str, who: Reader, state: State) -> dict[str, Any]:
+@router.get("/conversations/{ref}", tags=["ask"], summary="A conversation with its turns")
+@router.get("/sessions/{ref}", include_in_schema=False)
+async def conversation(ref: str, who: Reader, state: State) -> dict[str, Any]:
     return (await state.require().conversations.get(ref)).to_dict()
 
 
-@router.delete("/sessions/{ref}", tags=["ask"], summary="Delete a conversation",
+@router.delete("/conversations/{ref}", tags=["ask"], summary="Delete a conversation",
                status_code=204)
-async def delete_session(ref: str, who: Writer, state: State) -> None:
+@router.delete("/sessions/{ref}", include_in_schema=False, status_code=204)
+async def delete_conversation(ref: str, who: Writer, state: State) -> None:
     await state.require().conversations.delete(ref)
 
 

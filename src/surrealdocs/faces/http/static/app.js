@@ -230,13 +230,13 @@
     const seq = ++state.searchSeq;
     if (!state.session) {  // the first question starts a conversation, in the notebook picked
       try {
-        const made = await api("/v1/sessions", { method: "POST",
+        const made = await api("/v1/conversations", { method: "POST",
           json: { title: q.slice(0, 80), notebook: $("#notebook").value || null } });
         state.session = made.id;
       } catch (e) { state.session = null; }  // a read-only key: one question at a time
     }
     const body = { question: q, stream: true };
-    if (state.session) body.session = state.session;
+    if (state.session) body.conversation = state.session;
     if ($("#notebook").value) body.notebook = $("#notebook").value;
     if ($("#f-type").value) body.mime_type = [$("#f-type").value];
     if ($("#f-source").value.trim()) body.source = $("#f-source").value.trim();
@@ -284,7 +284,7 @@
             text += value;
             renderAnswerText(text, passages);
           } else if (kind === "answer") {
-            showAnswer(value, body.session);
+            showAnswer(value, body.conversation);
           } else if (kind === "error") {
             throw new Error(value.message);
           }
@@ -584,14 +584,14 @@
     panel.hidden = !(state.info && state.info.llm);
     if (panel.hidden) return;
     let out;
-    try { out = await api("/v1/sessions"); } catch (e) { return; }
+    try { out = await api("/v1/conversations"); } catch (e) { return; }
     const list = $("#chats");
     list.replaceChildren();
-    if (!(out.sessions || []).length) {
+    if (!(out.conversations || []).length) {
       list.append(el("li", { class: "muted small", text: "None yet: Ask starts one." }));
     }
     const writable = !state.info || state.info.can_write;
-    for (const s of out.sessions || []) {
+    for (const s of out.conversations || []) {
       list.append(el("li", { "data-id": s.id },
         el("button", { class: "doc", type: "button", title: s.title, onclick: () => openChat(s.id) },
           el("span", { class: "doc-name", text: s.title }),
@@ -602,7 +602,7 @@
   }
   async function openChat(id) {
     let chat;
-    try { chat = await api("/v1/sessions/" + enc(id)); }
+    try { chat = await api("/v1/conversations/" + enc(id)); }
     catch (e) { banner("Cannot open it: " + e.message, "error"); return; }
     setMode("ask");
     state.session = chat.id;
@@ -618,7 +618,7 @@
   }
   async function deleteChat(s) {
     if (!confirm(`Delete the conversation “${s.title}”?`)) return;
-    try { await api("/v1/sessions/" + enc(s.id), { method: "DELETE" }); }
+    try { await api("/v1/conversations/" + enc(s.id), { method: "DELETE" }); }
     catch (e) { banner("Cannot delete it: " + e.message, "error"); }
     if (state.session === s.id) { state.session = null; state.turns = []; state.lastTurn = null; renderTurns(); }
     loadChats();
