@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -233,6 +234,19 @@ class Settings:
                                   metadata=_NOT_FROM_ENV)
 
     def __post_init__(self) -> None:
+        self._check_types()
+        self._check_bounds()
+        for name, (choices, spelled) in _CHOICES.items():
+            value = getattr(self, name)
+            text = spelled(str(value).strip()) if isinstance(value, str) else value
+            if text not in choices():
+                raise ConfigurationError(
+                    f"{name} must be one of {', '.join(choices())}, got {value!r}")
+            object.__setattr__(self, name, text)
+        self._check_relations()
+
+    def _check_types(self) -> None:
+        """Integers are integers (not booleans); numbers are finite and stored as floats."""
         for f in fields(self):
             kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
             value = getattr(self, f.name)
@@ -243,114 +257,40 @@ class Settings:
                         or not math.isfinite(value):
                     raise ConfigurationError(f"{f.name} must be a finite number, got {value!r}")
                 object.__setattr__(self, f.name, float(value))
-        for name in ("rrf_k", "rebuild_threshold", "rebuild_fraction", "engine_reopen_rows"):
+
+    def _check_bounds(self) -> None:
+        for name in _POSITIVE_INTEGERS:
+            if getattr(self, name) < 1:
+                raise ConfigurationError(
+                    f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        for name in _AT_LEAST_ZERO:
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must be zero or positive")
-        if self.chunk_size < 50:
-            raise ConfigurationError(
-                f"chunk_size must be at least 50 characters, got {self.chunk_size}")
-        if not 0 <= self.chunk_overlap < self.chunk_size:
-            raise ConfigurationError(
-                f"chunk_overlap must be between 0 and chunk_size ({self.chunk_size}), "
-                f"got {self.chunk_overlap}"
-            )
-        if not isinstance(self.chunk_context, str) \
-                or self.chunk_context.strip().lower() not in CHUNK_CONTEXTS:
-            raise ConfigurationError(
-                f"chunk_context must be one of {', '.join(CHUNK_CONTEXTS)},"
-                f" got {self.chunk_context!r}")
-        object.__setattr__(self, "chunk_context", self.chunk_context.strip().lower())
-        if str(self.hnsw_distance).upper() not in DISTANCES:
-            raise ConfigurationError(
-                f"hnsw_distance must be one of {', '.join(DISTANCES)}, got {self.hnsw_distance!r}"
-            )
-        object.__setattr__(self, "hnsw_distance", str(self.hnsw_distance).upper())
-        for name in ("hnsw_efc", "hnsw_m", "hnsw_ef", "extract_concurrency", "embed_batch_size",
-                     "insert_batch_size", "hybrid_candidates", "max_query_chars",
-                     "max_file_bytes", "max_chunks_per_document",
-                     "embed_concurrency"):
+        for name in _ABOVE_ZERO:
+            if getattr(self, name) <= 0:
+                raise ConfigurationError(f"{name} must be positive")
+        for name, (low, high, meaning) in _INTERVALS.items():
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("bm25_k1", "bm25_b"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigurationError(f"{name} must be a number, got {value!r}")
-            object.__setattr__(self, name, float(value))
-        if not 0 < self.bm25_max_df <= 1:
-            raise ConfigurationError(f"bm25_max_df must be in (0, 1], got {self.bm25_max_df}")
-        if isinstance(self.relevance_cutoff, bool) or not isinstance(
-                self.relevance_cutoff, (int, float)) or not 0 <= self.relevance_cutoff < 1:
-            raise ConfigurationError(
-                f"relevance_cutoff must be a number from 0 to 1 (a probability of relevance),"
-                f" got {self.relevance_cutoff!r}")
-        object.__setattr__(self, "relevance_cutoff", float(self.relevance_cutoff))
-        if isinstance(self.relevance_floor, bool) or not isinstance(
-                self.relevance_floor, (int, float)) or not 0 <= self.relevance_floor < 1:
-            raise ConfigurationError(
-                f"relevance_floor must be a number from 0 to 1, got {self.relevance_floor!r}")
-        object.__setattr__(self, "relevance_floor", float(self.relevance_floor))
-        if not 0 <= self.bm25_document_bonus <= 1:
-            raise ConfigurationError(
-                f"bm25_document_bonus must be in [0, 1], got {self.bm25_document_bonus}")
-        if self.bm25_max_df_floor < 0:
-            raise ConfigurationError("bm25_max_df_floor must be zero or positive")
-        if self.bm25_min_terms < 1:
-            raise ConfigurationError("bm25_min_terms must be at least 1")
-        if self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1:
-            raise ConfigurationError(
-                f"BM25 wants k1 >= 0 and 0 <= b <= 1, got k1={self.bm25_k1}, b={self.bm25_b}")
-        language = str(self.analyzer_language).strip().lower()
-        if language not in (*SNOWBALL_LANGUAGES, NO_STEMMING):
-            raise ConfigurationError(
-                f"analyzer_language must be one of {', '.join(SNOWBALL_LANGUAGES)} or"
-                f" {NO_STEMMING}, "
-                f"got {self.analyzer_language!r}")
-        object.__setattr__(self, "analyzer_language", language)
-        index = str(self.text_index).strip().lower()
-        if index not in TEXT_INDEXES:
-            raise ConfigurationError(
-                f"text_index must be one of {', '.join(TEXT_INDEXES)}, got {self.text_index!r}")
-        object.__setattr__(self, "text_index", index)
-        if not isinstance(self.hybrid_candidates, int) or self.hybrid_candidates < 1:
-            raise ConfigurationError("hybrid_candidates must be a positive integer")
-        if self.hybrid_fusion.lower() not in FUSIONS:
-            raise ConfigurationError(
-                f"hybrid_fusion must be one of {', '.join(FUSIONS)}, got {self.hybrid_fusion!r}")
-        object.__setattr__(self, "hybrid_fusion", self.hybrid_fusion.lower())
-        if self.rrf_k < 0:
-            raise ConfigurationError("rrf_k must be zero or positive")
-        if self.text_weight < 0 or self.vector_weight < 0 or \
-                self.text_weight + self.vector_weight == 0:
-            raise ConfigurationError("text_weight and vector_weight must be >= 0, not both 0")
-        if self.extract_timeout <= 0:
-            raise ConfigurationError("extract_timeout must be positive")
-        if self.write_lease <= 0:
-            raise ConfigurationError("write_lease must be positive")
+            if not low(value) or not high(value):
+                raise ConfigurationError(f"{name} must be {meaning}, got {value!r}")
         if self.embed_dimension is not None and (
                 not isinstance(self.embed_dimension, int) or isinstance(self.embed_dimension, bool)
                 or self.embed_dimension < 1):
             raise ConfigurationError(
                 f"embed_dimension must be a positive integer, got {self.embed_dimension!r}")
-        if not isinstance(self.embed_retries, int) or self.embed_retries < 0:
+
+    def _check_relations(self) -> None:
+        """Rules that tie settings together."""
+        if not 0 <= self.chunk_overlap < self.chunk_size:
             raise ConfigurationError(
-                f"embed_retries must be zero or a positive integer, got {self.embed_retries!r}")
-        if self.embed_timeout <= 0:
-            raise ConfigurationError("embed_timeout must be positive")
-        if self.embed_backoff < 0:
-            raise ConfigurationError("embed_backoff must be zero or positive")
+                f"chunk_overlap must be between 0 and chunk_size ({self.chunk_size}), "
+                f"got {self.chunk_overlap}")
+        if self.text_weight + self.vector_weight == 0:
+            raise ConfigurationError("text_weight and vector_weight must be >= 0, not both 0")
         if self.llm and not (self.llm.startswith(("openai:", "ollama:"))
                              and self.llm.split(":", 1)[1].strip()):
             raise ConfigurationError(
                 f"llm must be openai:MODEL or ollama:MODEL, got {self.llm!r}")
-        if self.llm_timeout <= 0 or not isinstance(self.llm_retries, int) \
-                or self.llm_retries < 0:
-            raise ConfigurationError("llm_timeout must be positive, llm_retries >= 0")
-        if not isinstance(self.ask_passages, int) or not 1 <= self.ask_passages <= 50:
-            raise ConfigurationError(
-                f"ask_passages must be an integer from 1 to 50, got {self.ask_passages!r}")
-        if not isinstance(self.ask_context_chars, int) or self.ask_context_chars < 500:
-            raise ConfigurationError("ask_context_chars must be an integer >= 500")
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Settings:
@@ -389,6 +329,36 @@ class Settings:
     def vectors(self) -> bool:
         """Whether chunks carry embedding vectors (and the store has an HNSW index)."""
         return self.chunked and self.embed
+
+
+_POSITIVE_INTEGERS = (
+    "hnsw_efc", "hnsw_m", "hnsw_ef", "extract_concurrency", "embed_batch_size",
+    "insert_batch_size", "hybrid_candidates", "max_query_chars", "max_file_bytes",
+    "max_chunks_per_document", "embed_concurrency", "bm25_min_terms")
+_AT_LEAST_ZERO = ("rrf_k", "rebuild_threshold", "rebuild_fraction", "engine_reopen_rows",
+                  "bm25_max_df_floor", "bm25_k1", "embed_retries", "embed_backoff",
+                  "llm_retries", "text_weight", "vector_weight")
+_ABOVE_ZERO = ("extract_timeout", "write_lease", "embed_timeout", "llm_timeout")
+# name -> (lowest passes, highest passes, what the value must be)
+_INTERVALS: dict[str, tuple[Callable[[Any], bool], Callable[[Any], bool], str]] = {
+    "chunk_size": (lambda v: v >= 50, lambda v: True, "at least 50 characters"),
+    "bm25_b": (lambda v: v >= 0, lambda v: v <= 1, "from 0 to 1"),
+    "bm25_max_df": (lambda v: v > 0, lambda v: v <= 1, "in (0, 1]"),
+    "bm25_document_bonus": (lambda v: v >= 0, lambda v: v <= 1, "in [0, 1]"),
+    "relevance_cutoff": (lambda v: v >= 0, lambda v: v < 1,
+                         "a number from 0 to 1 (a probability of relevance)"),
+    "relevance_floor": (lambda v: v >= 0, lambda v: v < 1, "a number from 0 to 1"),
+    "ask_passages": (lambda v: v >= 1, lambda v: v <= 50, "an integer from 1 to 50"),
+    "ask_context_chars": (lambda v: v >= 500, lambda v: True, "an integer >= 500"),
+}
+# name -> (the values it may take, how a value is spelled)
+_CHOICES: dict[str, tuple[Callable[[], tuple[str, ...]], Callable[[str], str]]] = {
+    "chunk_context": (lambda: CHUNK_CONTEXTS, str.lower),
+    "hnsw_distance": (lambda: DISTANCES, str.upper),
+    "analyzer_language": (lambda: (*SNOWBALL_LANGUAGES, NO_STEMMING), str.lower),
+    "text_index": (lambda: TEXT_INDEXES, str.lower),
+    "hybrid_fusion": (lambda: FUSIONS, str.lower),
+}
 
 
 def _coerce(f: dataclasses.Field[Any], raw: str) -> Any:
