@@ -222,79 +222,97 @@ async def evaluate(dataset: str | Path | Dataset, *, settings: Settings | None =
     settings = settings or Settings.from_env(db="mem://")
     embedder = embedder or get_embedder(settings.model, settings)
     progress = on_progress or (lambda stage, done, total: None)
+    # the ranking is measured whole: the cut-off (bench/relevance_score.py measures it)
+    # would end a list before depth and count as misses
+    options = {"cutoff": False, **(search_options or {})}
 
     async with await KnowledgeBase.open(settings=settings, embedder=embedder) as kb:
         started = time.perf_counter()
-        done = 0
-
-        def on_result(_: Any) -> None:
-            nonlocal done
-            done += 1
-            progress("ingest", done, len(data.corpus))
-
-        report = await kb.ingest_texts(
-            ((SOURCE_PREFIX + did, document_text(title, text))
-             for did, (title, text) in data.corpus.items()), on_result=on_result)
+        corpus_ids, reused = await _ingested(kb, data, progress)
         ingest_seconds = time.perf_counter() - started
-        reused = sum(r.status == "unchanged" for r in report.results)
-        failed = [r for r in report.results if r.status in ("failed",)]
-        if failed:
-            raise ConfigurationError(
-                f"{len(failed)} documents failed to ingest, e.g. {failed[0].source}: "
-                f"{failed[0].reason}")
-        # a stored document can stand for several corpus ids with identical text
-        corpus_ids: dict[str, list[str]] = {}
-        for r in report.results:
-            if r.document_id:
-                corpus_ids.setdefault(r.document_id, []).append(
-                    r.source.removeprefix(SOURCE_PREFIX))
         stats = await kb.stats()
         if stats.documents != len(corpus_ids):
             raise ConfigurationError(
                 f"the store at {kb.store.url} holds {stats.documents - len(corpus_ids)} "
                 f"documents that are not in {data.name}: evaluate on a fresh store, or on one "
                 "that holds this dataset only")
-
         await kb.warm_up(data.queries.values())  # the same results from the first query on
         results: list[ModeResult] = []
         runs: dict[str, dict[str, list[str]]] = {}
-        # the ranking is measured whole: the cut-off (bench/relevance_score.py measures
-        # it) would end a list before depth and count as misses
-        options = {"cutoff": False, **(search_options or {})}
         for mode in modes:
-            run: dict[str, list[str]] = {}
-            t0 = time.perf_counter()
-            for n, (qid, text) in enumerate(data.queries.items(), 1):
-                hits = await kb.search(text, mode=mode, limit=depth, per_document=True,
-                                       **options)
-                run[qid] = [cid for h in hits for cid in corpus_ids.get(h.document_id, [])]
-                progress(mode, n, len(data.queries))
-            seconds = time.perf_counter() - t0
-            per_query = score_run(data.qrels, run)
-            metrics = mean_scores(per_query)
-            results.append(ModeResult(mode, metrics, seconds, len(data.queries), per_query))
-            runs[mode] = run
-
-        described = {k: v for k, v in asdict(kb.settings).items()
-                     if k in ("model", "chunk_size", "chunk_overlap", "bm25_k1", "bm25_b",
-                              "bm25_max_df", "bm25_min_terms", "bm25_max_df_floor",
-                              "analyzer_language",
-                              "fit_chunks", "hnsw_m", "hnsw_efc", "hnsw_ef", "hybrid_fusion",
-                              "hybrid_candidates", "rrf_k", "text_weight", "vector_weight",
-                              "relevance_cutoff")}
-        described["model"] = embedder.name
-        described.update({k: v for k, v in options.items()
-                          if isinstance(v, (str, int, float, bool))})
-        if kb.storage.legs.vector is not None and await kb.storage.legs.vector.scans():
-            described["vector_index"] = "exact scan of int8 codes"
-        else:
-            described["vector_index"] = (
-                "graph" if stats.vectors_outside_graph == 0
-                else f"graph + {stats.vectors_outside_graph} pending (exact scan)")
+            result, runs[mode] = await _measured(kb, data, mode, depth, corpus_ids, options,
+                                                 progress)
+            results.append(result)
+        described = await _described(kb, embedder, options, stats)
         return EvalReport(
             dataset=data.name, split=data.split, documents=len(data.corpus),
             queries=len(data.queries), chunks=stats.chunks, ingest_seconds=ingest_seconds,
             settings=described, results=results, runs=runs, reused=reused)
+
+
+async def _ingested(kb: KnowledgeBase, data: Dataset,
+                    progress: ProgressHook) -> tuple[dict[str, list[str]], int]:
+    """Ingest the corpus: the corpus ids each stored document stands for (one document can
+    stand for several ids with identical text), and how many were stored already."""
+    done = 0
+
+    def on_result(_: Any) -> None:
+        nonlocal done
+        done += 1
+        progress("ingest", done, len(data.corpus))
+
+    report = await kb.ingest_texts(
+        ((SOURCE_PREFIX + did, document_text(title, text))
+         for did, (title, text) in data.corpus.items()), on_result=on_result)
+    failed = [r for r in report.results if r.status in ("failed",)]
+    if failed:
+        raise ConfigurationError(
+            f"{len(failed)} documents failed to ingest, e.g. {failed[0].source}: "
+            f"{failed[0].reason}")
+    corpus_ids: dict[str, list[str]] = {}
+    for r in report.results:
+        if r.document_id:
+            corpus_ids.setdefault(r.document_id, []).append(
+                r.source.removeprefix(SOURCE_PREFIX))
+    return corpus_ids, sum(r.status == "unchanged" for r in report.results)
+
+
+async def _measured(kb: KnowledgeBase, data: Dataset, mode: str, depth: int,
+                    corpus_ids: dict[str, list[str]], options: Mapping[str, Any],
+                    progress: ProgressHook) -> tuple[ModeResult, dict[str, list[str]]]:
+    """One mode's run over every query, and its scores."""
+    run: dict[str, list[str]] = {}
+    t0 = time.perf_counter()
+    for n, (qid, text) in enumerate(data.queries.items(), 1):
+        hits = await kb.search(text, mode=mode, limit=depth, per_document=True, **options)
+        run[qid] = [cid for h in hits for cid in corpus_ids.get(h.document_id, [])]
+        progress(mode, n, len(data.queries))
+    seconds = time.perf_counter() - t0
+    per_query = score_run(data.qrels, run)
+    return ModeResult(mode, mean_scores(per_query), seconds, len(data.queries),
+                      per_query), run
+
+
+_DESCRIBED = ("model", "chunk_size", "chunk_overlap", "bm25_k1", "bm25_b", "bm25_max_df",
+              "bm25_min_terms", "bm25_max_df_floor", "analyzer_language", "fit_chunks",
+              "hnsw_m", "hnsw_efc", "hnsw_ef", "hybrid_fusion", "hybrid_candidates", "rrf_k",
+              "text_weight", "vector_weight", "relevance_cutoff")
+
+
+async def _described(kb: KnowledgeBase, embedder: Embedder, options: Mapping[str, Any],
+                     stats: Any) -> dict[str, Any]:
+    """The settings a report's figures rest on, with how vectors were searched."""
+    described = {k: v for k, v in asdict(kb.settings).items() if k in _DESCRIBED}
+    described["model"] = embedder.name
+    described.update({k: v for k, v in options.items()
+                      if isinstance(v, (str, int, float, bool))})
+    if kb.storage.legs.vector is not None and await kb.storage.legs.vector.scans():
+        described["vector_index"] = "exact scan of int8 codes"
+    else:
+        described["vector_index"] = (
+            "graph" if stats.vectors_outside_graph == 0
+            else f"graph + {stats.vectors_outside_graph} pending (exact scan)")
+    return described
 
 
 def evaluate_sync(dataset: str | Path | Dataset, **kwargs: Any) -> EvalReport:
