@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -212,17 +212,7 @@ class DocumentWriter:
         """
         storage = self.storage
         rows = storage.chunks.rows(doc_id, plan.insert, plan.vectors)
-        fields = {
-            "sources": [key], "content": doc.content,
-            "mime_type": doc.mime_type, "content_hash": content_hash, "title": doc.title,
-            "authors": doc.authors, "created_at": doc.created_at,
-            "metadata": doc.metadata, "detected_languages": doc.detected_languages,
-            "keywords": doc.keywords,
-            "quality_score": doc.quality_score, "page_count": doc.page_count,
-            "page_starts": doc.page_starts, "chunk_count": len(doc.chunks),
-            "headings": [[level, text] for level, text in doc.headings] or None,
-            "embedding_model": self.embedding.name if self.embedding else None,
-        }
+        fields = self._fields(key, doc, content_hash)
         # a new version of a source keeps the old one's notebooks and topics
         notebooks: list[Any] = []
         topics: list[str] = []
@@ -242,32 +232,63 @@ class DocumentWriter:
                                    plan.old if plan.moves else None, inserted)]
 
         try:
-            written = False
-            if len(rows) <= SMALL_DOCUMENT_CHUNKS:
-                try:
-                    await storage.documents.write_whole(
-                        doc_id, fields, [storage.chunks.ids_free_statement(rows),
-                                         *storage.chunks.insert_statements(rows),
-                                         *completing([row["id"] for row in rows])])
-                    written = True
-                except StoreError as exc:  # an id taken by a moved chunk: the long way
-                    if IDS_TAKEN_MARK not in str(exc):
-                        raise
-            if not written:
-                await storage.documents.create_incomplete(doc_id, fields)
-                try:
-                    inserted = await storage.chunks.insert(
-                        rows, heartbeat=storage.documents.touch_statement(doc_id))
-                    await self.store.transaction(*completing(inserted))
-                except BaseException:
-                    await asyncio.shield(storage.documents.discard_incomplete(doc_id))
-                    raise
+            if not (len(rows) <= SMALL_DOCUMENT_CHUNKS
+                    and await self._written_whole(doc_id, fields, rows, completing)):
+                await self._written_in_steps(doc_id, fields, rows, completing)
         except StoreError as exc:
             if STALE_MARK in str(exc):
                 raise _Stale(str(exc)) from exc
             raise
         storage.chunks.written()
         self.touched_notebooks.update(notebooks)
+
+    def _fields(self, key: str, doc: Extracted, content_hash: str) -> dict[str, Any]:
+        """A document's record, as written."""
+        return {
+            "sources": [key], "content": doc.content,
+            "mime_type": doc.mime_type, "content_hash": content_hash, "title": doc.title,
+            "authors": doc.authors, "created_at": doc.created_at,
+            "metadata": doc.metadata, "detected_languages": doc.detected_languages,
+            "keywords": doc.keywords,
+            "quality_score": doc.quality_score, "page_count": doc.page_count,
+            "page_starts": doc.page_starts, "chunk_count": len(doc.chunks),
+            "headings": [[level, text] for level, text in doc.headings] or None,
+            "embedding_model": self.embedding.name if self.embedding else None,
+        }
+
+    async def _written_whole(self, doc_id: RecordID, fields: dict[str, Any],
+                             rows: list[dict[str, Any]],
+                             completing: Callable[[Sequence[RecordID]], list[Statement]]
+                             ) -> bool:
+        """Write a small document in one transaction; ``False`` when an id it needs is
+        taken by a moved chunk (then it goes the long way)."""
+        storage = self.storage
+        try:
+            await storage.documents.write_whole(
+                doc_id, fields, [storage.chunks.ids_free_statement(rows),
+                                 *storage.chunks.insert_statements(rows),
+                                 *completing([row["id"] for row in rows])])
+        except StoreError as exc:
+            if IDS_TAKEN_MARK not in str(exc):
+                raise
+            return False
+        return True
+
+    async def _written_in_steps(self, doc_id: RecordID, fields: dict[str, Any],
+                                rows: list[dict[str, Any]],
+                                completing: Callable[[Sequence[RecordID]], list[Statement]]
+                                ) -> None:
+        """Write a document incomplete, insert its chunks in batches, complete it in one
+        small transaction; a failure deletes it."""
+        storage = self.storage
+        await storage.documents.create_incomplete(doc_id, fields)
+        try:
+            inserted = await storage.chunks.insert(
+                rows, heartbeat=storage.documents.touch_statement(doc_id))
+            await self.store.transaction(*completing(inserted))
+        except BaseException:
+            await asyncio.shield(storage.documents.discard_incomplete(doc_id))
+            raise
 
     def _inherit(self, doc: RecordID, notebooks: list[Any], topics: list[str],
                  moved_from: RecordID | None = None,
