@@ -121,6 +121,20 @@ class Syncer:
         to_hash = [s for s in files if not _same_stat(s, stored.get(s.path))
                    and s.size <= self.settings.max_file_bytes]
         await _hash_all(to_hash)
+        fresh = self._classified(plan, files, stored)
+        plan.present = [s.path for s in files]
+        present = set(plan.present)
+        vanished = [r for path, r in stored.items() if path not in present
+                    and not _under_any(path, protected)]
+        left = _renames(plan, fresh, vanished)
+        await self._copies(plan, left)
+        return plan
+
+    @staticmethod
+    def _classified(plan: SyncPlan, files: list[_Seen],
+                    stored: dict[str, dict[str, Any]]) -> list[_Seen]:
+        """Sort files with a record into unchanged, touched (same bytes, new time) and
+        updated; the files without one are returned."""
         fresh: list[_Seen] = []
         for s in files:
             record = stored.get(s.path)
@@ -132,31 +146,11 @@ class Syncer:
                 plan.touch.append((s, record))
             else:
                 plan.updates.append((s, record))
-        plan.present = [s.path for s in files]
-        present = set(plan.present)
-        vanished = [r for path, r in stored.items() if path not in present
-                    and not _under_any(path, protected)]
+        return fresh
 
-        # a new file with the bytes of a vanished one is that file, moved
-        by_hash: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for r in vanished:
-            if r.get("file_hash"):
-                by_hash.setdefault((r["file_hash"], _suffix(r["path"])), []).append(r)
-        renamed: set[str] = set()
-        left: list[_Seen] = []
-        for s in fresh:
-            candidates = by_hash.get((s.file_hash or "", _suffix(s.path))) or []
-            if s.file_hash and candidates:
-                same_name = [r for r in candidates if Path(r["path"]).name == Path(s.path).name]
-                record = (same_name or candidates)[0]
-                candidates.remove(record)
-                renamed.add(record["path"])
-                plan.renames.append((s, record))
-            else:
-                left.append(s)
-        plan.deletes = [r for r in vanished if r["path"] not in renamed]
-
-        # a new file with the bytes of a stored document's source is a copy of it
+    async def _copies(self, plan: SyncPlan, left: list[_Seen]) -> None:
+        """A new file with the bytes of a stored document's source is a copy of it; the
+        others are added."""
         going = {r["path"] for r in plan.deletes} | {r["path"] for _, r in plan.updates}
         hashes = sorted({s.file_hash for s in left if s.file_hash})
         known: dict[tuple[str, str], dict[str, Any]] = {}
@@ -170,7 +164,7 @@ class Syncer:
                 plan.copies.append((s, record))
             else:
                 plan.adds.append(s)
-        return plan
+
 
     # ----- applying -----------------------------------------------------------------
     async def apply(self, plan: SyncPlan, *,
@@ -404,3 +398,26 @@ def check_glob(glob: str) -> None:
         raise ConfigurationError(
             f"the glob {glob!r} must be relative to the folders given, without '..'"
             " (e.g. '**/*.pdf')")
+
+
+def _renames(plan: SyncPlan, fresh: list[_Seen], vanished: list[dict[str, Any]]) -> list[_Seen]:
+    """A new file with the bytes of a vanished one is that file, moved (a renamed one of the
+    same name first); the vanished files left are deleted. Returns the new files left."""
+    by_hash: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in vanished:
+        if r.get("file_hash"):
+            by_hash.setdefault((r["file_hash"], _suffix(r["path"])), []).append(r)
+    renamed: set[str] = set()
+    left: list[_Seen] = []
+    for s in fresh:
+        candidates = by_hash.get((s.file_hash or "", _suffix(s.path))) or []
+        if s.file_hash and candidates:
+            same_name = [r for r in candidates if Path(r["path"]).name == Path(s.path).name]
+            record = (same_name or candidates)[0]
+            candidates.remove(record)
+            renamed.add(record["path"])
+            plan.renames.append((s, record))
+        else:
+            left.append(s)
+    plan.deletes = [r for r in vanished if r["path"] not in renamed]
+    return left
