@@ -1189,6 +1189,19 @@ def serve(
     """Serve the store over HTTP: the JSON API under /v1 (OpenAPI at /docs), the MCP
     endpoint at /mcp/ (streamable HTTP) and a search page at /. Uploads are ingested by
     background jobs that survive a restart."""
+    if log_level.lower() not in ("debug", "info", "warning", "error"):
+        _fail(f"--log-level must be debug, info, warning or error, got {log_level!r}")
+    _serve(store, log_level, access_log, uploads_dir, dict(
+        host=host, port=port, cors_origins=tuple(cors_origin or ()),
+        allowed_hosts=tuple(allowed_host or ()), max_file_bytes=max_file_size,
+        max_request_bytes=max_request_size, max_files=max_files,
+        mcp_allow_writes=mcp_allow_writes, mcp_max_chars=mcp_max_chars,
+        llm_allow=tuple(llm_allow or ())))
+
+
+def _serve(store: StoreOptions, log_level: str, access_log: bool, uploads_dir: Path | None,
+           options: dict[str, Any]) -> None:
+    """Serve with ``options`` (the server's configuration, sizes as typed) until stopped."""
     try:
         from .http import ServeConfig, parse_size
         from .http.runner import serve_until_stopped
@@ -1196,18 +1209,14 @@ def serve(
     except ImportError as exc:
         _fail(f"the server needs its extra ({exc.name} is missing): "
               "pip install '.[serve]' in a clone of surrealdocs")
-    if log_level.lower() not in ("debug", "info", "warning", "error"):
-        _fail(f"--log-level must be debug, info, warning or error, got {log_level!r}")
     try:
         config = ServeConfig(
             settings=store.settings(uploads_dir=str(uploads_dir) if uploads_dir else None),
-            host=host, port=port, cors_origins=tuple(cors_origin or ()),
-            allowed_hosts=tuple(allowed_host or ()), max_file_bytes=parse_size(max_file_size),
-            max_request_bytes=parse_size(max_request_size), max_files=max_files,
-            mcp_allow_writes=mcp_allow_writes, mcp_max_chars=mcp_max_chars,
-            llm_allow=tuple(llm_allow or ()))
+            **{**options, "max_file_bytes": parse_size(options["max_file_bytes"]),
+               "max_request_bytes": parse_size(options["max_request_bytes"])})
     except SurrealDocsError as exc:
         _fail(str(exc))
+    host = config.host
     # off loopback, refuse before listening rather than after
     if not config.loopback and _with_kb(store, lambda kb: kb.keys.count(), create=True) == 0:
         _fail(refuse_without_keys(host))
@@ -1217,7 +1226,6 @@ def serve(
         _fail(outcome.fatal)
     if not outcome.started:
         raise typer.Exit(1)
-
 
 
 conversations_app = typer.Typer(

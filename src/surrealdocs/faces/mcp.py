@@ -348,23 +348,30 @@ def _add_search(server: _Server, kb: KnowledgeBase, budget: int) -> None:
             ge=0, le=2000, description="Most characters of each hit's snippet")
         ] = _SNIPPET_CHARS,
     ) -> CallToolResult:
-        with _tool_errors():
-            hits = await kb.search(SearchRequest(
-                query, mode=mode, limit=limit, notebook=notebook, source=source,
-                mime_type=mime_type or None, topics=topics or None,
-                created_after=created_after, created_before=created_before,
-                per_document=per_document, min_score=min_score, candidates=candidates,
-                fusion=fusion, rrf_k=rrf_k, text_weight=text_weight,
-                vector_weight=vector_weight, cutoff=cutoff))
-        payload: dict[str, Any] = {
-            "query": query, "mode": mode, "count": len(hits),
-            "hits": [_hit(n, hit, snippet_chars) for n, hit in enumerate(hits, 1)]}
-        notice = search_notice(query, hits, cutoff=cutoff, show_weaker="cutoff: false")
-        if notice:
-            payload["notice"] = notice
-        payload = _fit_list(payload, "hits", budget, "omitted_hits", _shrink_snippet)
-        payload["count"] = len(payload["hits"])
-        return _answer(payload)
+        return await _searched(kb, SearchRequest(
+            query, mode=mode, limit=limit, notebook=notebook, source=source,
+            mime_type=mime_type or None, topics=topics or None, created_after=created_after,
+            created_before=created_before, per_document=per_document, min_score=min_score,
+            candidates=candidates, fusion=fusion, rrf_k=rrf_k, text_weight=text_weight,
+            vector_weight=vector_weight, cutoff=cutoff), snippet_chars, budget)
+
+
+async def _searched(kb: KnowledgeBase, request: SearchRequest, snippet_chars: int,
+                    budget: int) -> CallToolResult:
+    """The search tool's answer: the hits (snippets shortened to fit the budget) and a
+    notice when none was found."""
+    with _tool_errors():
+        hits = await kb.search(request)
+    payload: dict[str, Any] = {
+        "query": request.query, "mode": request.mode, "count": len(hits),
+        "hits": [_hit(n, hit, snippet_chars) for n, hit in enumerate(hits, 1)]}
+    notice = search_notice(request.query, hits, cutoff=request.cutoff,
+                           show_weaker="cutoff: false")
+    if notice:
+        payload["notice"] = notice
+    payload = _fit_list(payload, "hits", budget, "omitted_hits", _shrink_snippet)
+    payload["count"] = len(payload["hits"])
+    return _answer(payload)
 
 
 def _add_read(server: _Server, kb: KnowledgeBase, budget: int) -> None:
