@@ -23,13 +23,17 @@ from .vectorgraphs import hnsw_index_sql, vector_table_sql
 
 
 def _v1(names: Names, settings: Settings, dimension: int) -> str:
-    DOCUMENTS, CHUNKS, FILES = names.documents, names.chunks, names.files
-    ANALYZER, FT_INDEX = names.analyzer, names.ft_index
     analyzer = f"""
-DEFINE ANALYZER IF NOT EXISTS {ANALYZER} TOKENIZERS blank,class
+DEFINE ANALYZER IF NOT EXISTS {names.analyzer} TOKENIZERS blank,class
     FILTERS {names.analyzer_filters};
 """
-    documents = f"""
+    return (analyzer + _v1_documents(names) + _v1_chunks(names, settings, dimension)
+            + _v1_files(names))
+
+
+def _v1_documents(names: Names) -> str:
+    DOCUMENTS = names.documents
+    return f"""
 DEFINE TABLE IF NOT EXISTS {DOCUMENTS} SCHEMAFULL;
 DEFINE FIELD IF NOT EXISTS source ON {DOCUMENTS} TYPE string;
 DEFINE FIELD IF NOT EXISTS sources ON {DOCUMENTS} TYPE array<string> DEFAULT [];
@@ -53,6 +57,11 @@ DEFINE INDEX IF NOT EXISTS {DOCUMENTS}_source ON {DOCUMENTS} FIELDS source;
 DEFINE INDEX IF NOT EXISTS {DOCUMENTS}_mime ON {DOCUMENTS} FIELDS mime_type;
 DEFINE INDEX IF NOT EXISTS {DOCUMENTS}_complete ON {DOCUMENTS} FIELDS complete;
 """
+
+
+def _v1_chunks(names: Names, settings: Settings, dimension: int) -> str:
+    DOCUMENTS, CHUNKS = names.documents, names.chunks
+    ANALYZER, FT_INDEX = names.analyzer, names.ft_index
     if not settings.chunked:  # whole documents only: the full-text index is on them
         chunks = f"""
 DEFINE INDEX IF NOT EXISTS {names.documents_ft_index} ON {DOCUMENTS} FIELDS content
@@ -77,7 +86,12 @@ DEFINE INDEX IF NOT EXISTS {FT_INDEX} ON {CHUNKS} FIELDS content
 """
         if settings.vectors:
             chunks += hnsw_index_sql(names, settings, dimension) + "\n"
-    files = f"""
+    return chunks
+
+
+def _v1_files(names: Names) -> str:
+    DOCUMENTS, FILES = names.documents, names.files
+    return f"""
 DEFINE TABLE IF NOT EXISTS {FILES} SCHEMAFULL;
 DEFINE FIELD IF NOT EXISTS path ON {FILES} TYPE string;
 DEFINE FIELD IF NOT EXISTS file_hash ON {FILES} TYPE string;
@@ -90,7 +104,6 @@ DEFINE FIELD IF NOT EXISTS document ON {FILES} TYPE option<record<{DOCUMENTS}>>;
 DEFINE FIELD IF NOT EXISTS seen_at ON {FILES} TYPE datetime VALUE time::now();
 DEFINE INDEX IF NOT EXISTS {FILES}_document ON {FILES} FIELDS document;
 """
-    return analyzer + documents + chunks + files
 
 
 def _v3_prepare(names: Names, settings: Settings, dimension: int) -> str:
@@ -419,3 +432,27 @@ MIGRATIONS: tuple[Migration, ...] = (
               _v14),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
+
+
+async def migrate(store: Store, settings: Settings, dimension: int, current: int, *,
+                  fresh: bool) -> None:
+    """Apply every migration after version ``current``, each in one transaction with the
+    version record (a ``fresh`` store's first also records its layout)."""
+    names = store.names
+    layout = ", chunked: $chunked, vectors: $vectors, analyzer: $analyzer" if fresh else ""
+    for migration in MIGRATIONS:
+        if migration.version <= current:
+            continue
+        if migration.prepare is not None and not fresh:
+            await store.query(migration.prepare(names, settings, dimension))
+        if migration.move is not None and not fresh:
+            await migration.move(store, settings, dimension)
+        await store.query(
+            "BEGIN;\n" + migration.sql(names, settings, dimension)
+            + "\nUPSERT $schema MERGE { version: $version, description: $description,"
+            " applied_at: time::now()" + layout + " };\nCOMMIT;",
+            {"schema": names.schema_key, "version": migration.version,
+             "description": migration.description, "chunked": settings.chunked,
+             "vectors": settings.vectors, "analyzer": names.analyzer,
+             **(migration.params(names, settings) if migration.params else {})},
+        )

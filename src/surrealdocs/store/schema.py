@@ -20,7 +20,7 @@ from ..errors import (
 )
 from .chunks import ft_index_sql
 from .connection import Statement, Store
-from .migrations import MIGRATIONS, SCHEMA_VERSION
+from .migrations import MIGRATIONS, SCHEMA_VERSION, migrate
 from .names import META, Names
 from .segments.index import TextIndex
 
@@ -67,23 +67,7 @@ async def ensure_schema(store: Store, settings: Settings, model: str | None,
         await _refuse_foreign_tables(store, settings)
     if embedding and settings.vectors:
         check_embedding_model(embedding, model or "", dimension, store.url)
-    layout = ", chunked: $chunked, vectors: $vectors, analyzer: $analyzer" if not schema else ""
-    for migration in MIGRATIONS:
-        if migration.version <= current:
-            continue
-        if migration.prepare is not None and schema:
-            await store.query(migration.prepare(names, settings, dimension))
-        if migration.move is not None and schema:
-            await migration.move(store, settings, dimension)
-        await store.query(
-            "BEGIN;\n" + migration.sql(names, settings, dimension)
-            + "\nUPSERT $schema MERGE { version: $version, description: $description,"
-            " applied_at: time::now()" + layout + " };\nCOMMIT;",
-            {"schema": names.schema_key, "version": migration.version,
-             "description": migration.description, "chunked": settings.chunked,
-             "vectors": settings.vectors, "analyzer": names.analyzer,
-             **(migration.params(names, settings) if migration.params else {})},
-        )
+    await migrate(store, settings, dimension, current, fresh=not schema)
     await reconcile_text_index(store, settings, text_index_progress)
     if not embedding and settings.vectors:
         await store.query(
