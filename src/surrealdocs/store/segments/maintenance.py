@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -107,66 +108,17 @@ class TextIndexMaintenance:
 
     async def _merge(self, view: View, group: list[Segment]) -> None:
         parts = await self.index.read_whole(group)
-        keys: list[str] = []
-        lengths: list[np.ndarray] = []
-        origins: list[str] = []
-        origin_of: list[np.ndarray] = []
-        vocabulary: dict[str, int] = {}
-        term_of: list[np.ndarray] = []
-        ords: list[np.ndarray] = []
-        tfs: list[np.ndarray] = []
-        absorbed: list[tuple[str, str]] = []  # dead (chunk, origin) dropped by the merge
         # the vectors go along, known when every input's are
         known = all(s.vectors is not None for s in group)
         sets = await self.index.vectors.of([s for s in group if s.vectors]) if known else {}
         dimension = next(iter(sets.values())).dimension if sets else 0
-        carried: list[VectorSet] = []
-        documents: list[Any] | None = [] if all(view.maps[s.key].documents is not None
-                                               for s in group) else None
-        moves: list[tuple[list[str], Any]] = []  # moved records the merge takes in
+        gathered = _Gathered(documents=[] if all(view.maps[s.key].documents is not None
+                                                 for s in group) else None)
         for s in group:
-            m = view.maps[s.key]
-            dead = view.dead.get(s.key, np.zeros(len(m.keys), dtype=bool))
-            alive = np.flatnonzero(~dead)
-            new_ord = np.full(len(m.keys), -1, dtype=np.int64)
-            new_ord[alive] = np.arange(len(keys), len(keys) + len(alive))
-            codes = m.origin_of
-            absorbed += [(m.keys[i], m.origins[codes[i]]) for i in np.flatnonzero(dead)]
-            keys += [m.keys[i] for i in alive.tolist()]
-            if documents is not None:
-                documents += [view.document(s.key, i) for i in alive.tolist()]
-            moves += [([m.keys[o], m.origins[codes[o]]], document)
-                      for (seg, o), document in view.moved.items() if seg == s.key]
-            lengths.append(m.lengths[alive])
-            found = sets.get(s.key)
-            if sets:
-                carried.append(found.take(alive) if found is not None
-                               else VectorSet.empty(len(alive), dimension))
-            shift = len(origins)
-            origins += m.origins
-            origin_of.append(codes[alive] + shift)
-            for block in parts[s.key]:
-                local = np.fromiter((vocabulary.setdefault(t, len(vocabulary))
-                                     for t in block.index), dtype=np.int64,
-                                    count=len(block.index))
-                counts = np.diff(block.starts)
-                mapped = new_ord[block.ords]
-                keep = mapped >= 0
-                term_of.append(np.repeat(local, counts)[keep])
-                ords.append(mapped[keep])
-                tfs.append(block.tfs[keep].astype(np.int64))
-        used = sorted(set(np.concatenate(origin_of).tolist())) if keys else []
-        renumber = np.zeros(max(len(origins), 1), dtype=np.int64)
-        renumber[used] = np.arange(len(used))
-        merged = collapse(
-            new_segment_key(), keys, documents, np.concatenate(lengths).astype(np.int64)
-            if lengths else np.zeros(0, dtype=np.int64),
-            [origins[u] for u in used],
-            renumber[np.concatenate(origin_of)] if keys else np.zeros(0, dtype=np.int64),
-            list(vocabulary), concatenated(term_of), concatenated(ords), concatenated(tfs))
-        merged.vectors_known = known
-        if sets and keys:
-            merged.vectors = VectorSet.concatenate(carried)
+            gathered.add(view, s.key, parts[s.key], sets.get(s.key) if sets else None,
+                         bool(sets), dimension)
+        merged = gathered.merged(known, bool(sets))
+        absorbed, moves = gathered.absorbed, gathered.moves
         if self._stopping:
             return
         if merged.n:
@@ -266,75 +218,40 @@ class TextIndexMaintenance:
             return await self._rebuild(progress)
 
     async def _rebuild(self, progress: Callable[[int, int], None] | None) -> int:
-        deadline = time.monotonic() + LEASE_SECONDS
-        while not await self._take_lease():
-            if time.monotonic() > deadline:
-                raise StoreError("the text index is being merged or rebuilt by another"
-                                 " process; try again later")
-            await asyncio.sleep(0.5)
+        await self._wait_for_lease()
         try:
             await self._drop_unpublished()
-            (old,) = await self.index.store.query(
-                f"SELECT {HEADER_FIELDS} FROM {self.index.segment_table};")
+            store = self.index.store
+            (old,) = await store.query(f"SELECT {HEADER_FIELDS} FROM {self.index.segment_table};")
             old_segments = [Segment.of(r) for r in old or []]
             old_keys = {s.key for s in old_segments}
-            old_dead, old_moved = await self.index.store.query(
+            old_dead, old_moved = await store.query(
                 f"SELECT VALUE id FROM {self.index.dead_table};"
                 f" SELECT VALUE [id, document] FROM {self.index.moved_table};")
             fresh: list[str] = []
             last: RecordID | None = None
             done = 0
-            total = 0
+            total = await self._chunk_count() if progress is not None else 0
             if progress is not None:
-                (counted,) = await self.index.store.query(
-                    f"SELECT count() AS n FROM {self.index.chunks_table} GROUP ALL;")
-                total = int(counted[0]["n"]) if counted else 0
                 progress(0, total)
             while True:
-                start = last
-                inline = ", embedding" if self.index.vector_table == self.index.chunks_table else ""
-                rows, current = await self.index.store.query(
-                    f"SELECT id, document, content, text_seg{inline} FROM {self.index.chunks_table}"
-                    + (" WHERE id > $last" if last is not None else "")
-                    + f" ORDER BY id LIMIT {REBUILD_PAGE};"
-                    f" SELECT VALUE record::id(id) FROM {self.index.segment_table}"
-                    " WHERE live = true;",
-                    {"last": last})
+                rows, current = await self._page_after(last)
                 if not rows:
                     break
-                last = rows[-1]["id"]
                 # chunks written since the rebuild began are in segments of their own
-                written_since = set(current or []) - old_keys
-                rows = [r for r in rows if r.get("text_seg") not in written_since]
-                key = new_segment_key()
-                built = build_with_origins(
-                    key, [str(r["id"].id) for r in rows], [r["document"].id for r in rows],
-                    [str(r.get("content") or "") for r in rows],
-                    [r.get("text_seg") or key for r in rows], self.index.analyzer,
-                    await self._vectors_for(rows))
-                ids = [r["id"] for r in rows]
-                unstamped = [r["id"] for r in rows if not r.get("text_seg")]
-                try:
-                    await self.index.store.transaction(
-                        Statement(
-                            "IF array::len($page_ids.filter(|$i| record::exists($i)))"
-                            f" != array::len($page_ids) {{ THROW '{STALE}' }};"
-                            " UPDATE $page_new SET text_seg = $page_seg RETURN NONE;",
-                            {"page_ids": ids, "page_new": unstamped, "page_seg": key}),
-                        *(self.index._write_statements(built, live=False) if rows else []))
-                except StoreError as exc:  # a chunk of the page was deleted: read it again
-                    if STALE not in str(exc):
-                        raise
-                    last = start
+                written = await self._rebuilt_page(rows, set(current or []) - old_keys)
+                if written is None:  # a chunk of the page was deleted: read it again
                     continue
-                if rows:
+                last = rows[-1]["id"]
+                key, count = written
+                if count:
                     fresh.append(key)
-                done += len(rows)
+                done += count
                 if progress is not None:
                     progress(done, total)
             # the chunks keep their origins, so deletions recorded from now on find them in
             # the new segments; those recorded before the rebuild are of chunks it did not see
-            await self.index.store.transaction(
+            await store.transaction(
                 Statement("UPDATE $fresh SET live = true RETURN NONE;",
                           {"fresh": [RecordID(self.index.segment_table, k) for k in fresh]}),
                 self._drop_statements(old_segments),
@@ -344,6 +261,60 @@ class TextIndexMaintenance:
             return done
         finally:
             await self._release_lease()
+
+    async def _wait_for_lease(self) -> None:
+        deadline = time.monotonic() + LEASE_SECONDS
+        while not await self._take_lease():
+            if time.monotonic() > deadline:
+                raise StoreError("the text index is being merged or rebuilt by another"
+                                 " process; try again later")
+            await asyncio.sleep(0.5)
+
+    async def _chunk_count(self) -> int:
+        (counted,) = await self.index.store.query(
+            f"SELECT count() AS n FROM {self.index.chunks_table} GROUP ALL;")
+        return int(counted[0]["n"]) if counted else 0
+
+    async def _page_after(self, last: RecordID | None) -> tuple[list[dict[str, Any]], Any]:
+        """The next page of chunks after ``last`` (with their vectors where the chunks hold
+        them), and the live segments' keys now."""
+        index = self.index
+        inline = ", embedding" if index.vector_table == index.chunks_table else ""
+        rows, current = await index.store.query(
+            f"SELECT id, document, content, text_seg{inline} FROM {index.chunks_table}"
+            + (" WHERE id > $last" if last is not None else "")
+            + f" ORDER BY id LIMIT {REBUILD_PAGE};"
+            f" SELECT VALUE record::id(id) FROM {index.segment_table} WHERE live = true;",
+            {"last": last})
+        return list(rows or []), current
+
+    async def _rebuilt_page(self, rows: list[dict[str, Any]],
+                            written_since: set[str]) -> tuple[str, int] | None:
+        """Write one page's chunks (but those in ``written_since`` segments) as an
+        unpublished segment, stamping the chunks without one: its key and its chunk count,
+        or ``None`` when a chunk of the page was deleted meanwhile."""
+        rows = [r for r in rows if r.get("text_seg") not in written_since]
+        key = new_segment_key()
+        built = build_with_origins(
+            key, [str(r["id"].id) for r in rows], [r["document"].id for r in rows],
+            [str(r.get("content") or "") for r in rows],
+            [r.get("text_seg") or key for r in rows], self.index.analyzer,
+            await self._vectors_for(rows))
+        ids = [r["id"] for r in rows]
+        unstamped = [r["id"] for r in rows if not r.get("text_seg")]
+        try:
+            await self.index.store.transaction(
+                Statement(
+                    "IF array::len($page_ids.filter(|$i| record::exists($i)))"
+                    f" != array::len($page_ids) {{ THROW '{STALE}' }};"
+                    " UPDATE $page_new SET text_seg = $page_seg RETURN NONE;",
+                    {"page_ids": ids, "page_new": unstamped, "page_seg": key}),
+                *(self.index._write_statements(built, live=False) if rows else []))
+        except StoreError as exc:
+            if STALE not in str(exc):
+                raise
+            return None
+        return key, len(rows)
 
     async def _vectors_for(self, rows: list[dict[str, Any]]) -> list[Any] | None:
         """The vectors of these chunk rows (``None`` for a chunk without one), read from
@@ -399,3 +370,74 @@ class TextIndexMaintenance:
                 counts[term] = counts.get(term, 0) + 1
             out[str(row["id"].id)] = counts
         return out
+
+
+@dataclass
+class _Gathered:
+    """What a merge takes of its input segments: their live chunks (keys, documents,
+    lengths, origins, vectors), their postings renumbered into one vocabulary, the dead
+    chunks it drops (``absorbed``) and the moved records it takes in (``moves``)."""
+
+    documents: list[Any] | None
+    keys: list[str] = field(default_factory=list)
+    lengths: list[np.ndarray] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)
+    origin_of: list[np.ndarray] = field(default_factory=list)
+    vocabulary: dict[str, int] = field(default_factory=dict)
+    term_of: list[np.ndarray] = field(default_factory=list)
+    ords: list[np.ndarray] = field(default_factory=list)
+    tfs: list[np.ndarray] = field(default_factory=list)
+    carried: list[VectorSet] = field(default_factory=list)
+    absorbed: list[tuple[str, str]] = field(default_factory=list)
+    moves: list[tuple[list[str], Any]] = field(default_factory=list)
+
+    def add(self, view: View, key: str, blocks: Sequence[Any], found: VectorSet | None,
+            with_vectors: bool, dimension: int) -> None:
+        m = view.maps[key]
+        dead = view.dead.get(key, np.zeros(len(m.keys), dtype=bool))
+        alive = np.flatnonzero(~dead)
+        new_ord = np.full(len(m.keys), -1, dtype=np.int64)
+        new_ord[alive] = np.arange(len(self.keys), len(self.keys) + len(alive))
+        codes = m.origin_of
+        self.absorbed += [(m.keys[i], m.origins[codes[i]]) for i in np.flatnonzero(dead)]
+        self.keys += [m.keys[i] for i in alive.tolist()]
+        if self.documents is not None:
+            self.documents += [view.document(key, i) for i in alive.tolist()]
+        self.moves += [([m.keys[o], m.origins[codes[o]]], document)
+                       for (seg, o), document in view.moved.items() if seg == key]
+        self.lengths.append(m.lengths[alive])
+        if with_vectors:
+            self.carried.append(found.take(alive) if found is not None
+                                else VectorSet.empty(len(alive), dimension))
+        shift = len(self.origins)
+        self.origins += m.origins
+        self.origin_of.append(codes[alive] + shift)
+        vocabulary = self.vocabulary
+        for block in blocks:
+            local = np.fromiter((vocabulary.setdefault(t, len(vocabulary))
+                                 for t in block.index), dtype=np.int64,
+                                count=len(block.index))
+            counts = np.diff(block.starts)
+            mapped = new_ord[block.ords]
+            keep = mapped >= 0
+            self.term_of.append(np.repeat(local, counts)[keep])
+            self.ords.append(mapped[keep])
+            self.tfs.append(block.tfs[keep].astype(np.int64))
+
+    def merged(self, vectors_known: bool, with_vectors: bool) -> Built:
+        """The segment the merge writes (origins no live chunk holds left out)."""
+        keys, origins = self.keys, self.origins
+        used = sorted(set(np.concatenate(self.origin_of).tolist())) if keys else []
+        renumber = np.zeros(max(len(origins), 1), dtype=np.int64)
+        renumber[used] = np.arange(len(used))
+        merged = collapse(
+            new_segment_key(), keys, self.documents, np.concatenate(self.lengths).astype(
+                np.int64) if self.lengths else np.zeros(0, dtype=np.int64),
+            [origins[u] for u in used],
+            renumber[np.concatenate(self.origin_of)] if keys else np.zeros(0, dtype=np.int64),
+            list(self.vocabulary), concatenated(self.term_of), concatenated(self.ords),
+            concatenated(self.tfs))
+        merged.vectors_known = vectors_known
+        if with_vectors and keys:
+            merged.vectors = VectorSet.concatenate(self.carried)
+        return merged
