@@ -47,7 +47,7 @@ async def main() -> None:
         out["chunks"] = (await text.stats())["chunks"] if text else (await kb.stats()).chunks
         out.update(await time_modes(kb, qs))
         if text is not None:
-            out["segment_cache_mb"] = round(text.cache.used / 2**20)
+            out["segment_cache_mb"] = round(text.reader.cache.used / 2**20)
             out["scanned_vectors_mb"] = round(
                 sum(v.size for v in text.vectors.sets.values()) / 2**20)
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)

@@ -154,8 +154,7 @@ async def test_segments_without_vectors_use_the_graph_until_rebuilt(tmp_path):
             " UPSERT $k MERGE { text_segments: NONE, version: 12 };",
             {"k": Names().schema_key})
         await text.stop()
-        text.cache = type(text.cache)(text.cache.limit)  # as a fresh process sees the store
-        text._last_view = None
+        text.reader.forget()  # as a fresh process sees the store
         await _agrees(kb, scanned=False)
         # chunks moved into new versions: their documents are read from their rows
         await kb.ingest_texts({k: v + ". apple pear" for k, v in
@@ -182,7 +181,7 @@ async def test_parts_written_as_float32_rows_are_read(small_settings):
         (rows,) = await kb.store.query(
             f"SELECT VALUE [record::id(chunk), embedding] FROM {text.vector_table};")
         true = {str(k): v for k, v in rows}
-        view = await text._view()
+        view = await text.reader.view()
         for part in parts:
             segment, number = part["id"].id
             keys = view.maps[segment].keys[number * 4096:(number + 1) * 4096]

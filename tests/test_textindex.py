@@ -201,8 +201,7 @@ async def test_a_damaged_index_says_how_to_rebuild(small_settings):
         text = _index(kb)
         await kb.store.query(f"DELETE {text.map_table};")
         await text.stop()  # no background merge reads the index meanwhile
-        text.cache = type(text.cache)(text.cache.limit)  # as a fresh process sees the store
-        text._last_view = None
+        text.reader.forget()  # as a fresh process sees the store
         with pytest.raises(StoreError, match="rebuild-index"):
             await kb.search(_word(1), mode="text")
         await text.rebuild()

@@ -240,8 +240,9 @@ class Settings:
             value = getattr(self, name)
             text = spelled(str(value).strip()) if isinstance(value, str) else value
             if text not in choices():
+                *first, last = choices()
                 raise ConfigurationError(
-                    f"{name} must be one of {', '.join(choices())}, got {value!r}")
+                    f"{name} must be one of {', '.join(first)} or {last}, got {value!r}")
             object.__setattr__(self, name, text)
         self._check_relations()
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -61,20 +61,13 @@ from .codes import (
 from .maintenance import TextIndexMaintenance
 from .postings import (
     BLOCKS_PER_STATEMENT,
-    CACHE_BYTES,
     DAMAGED,
-    HEADER_FIELDS,
     POSTINGS_CACHE_BYTES,
     RANKED_CACHE,
     Block,
     Built,
-    D,
-    DecodedCache,
-    K,
     MissingRecord,
     Ranked,
-    Segment,
-    SegmentMap,
     T,
     View,
     build,
@@ -82,6 +75,7 @@ from .postings import (
     lease_owner,
     new_segment_key,
 )
+from .reader import SegmentReader
 from .vectors import SegmentVectors, background, held, scan, similarity_of
 
 
@@ -96,22 +90,19 @@ class TextIndex:
         self.settings = settings
         self.chunks_table = chunks_table
         self.vector_table = vector_table
-        names = store.names
-        self.segment_table = f"{chunks_table}_text_segment"
-        self.map_table = f"{chunks_table}_text_map"
-        self.block_table = f"{chunks_table}_text_block"
-        self.dead_table = f"{chunks_table}_text_dead"
-        self.moved_table = f"{chunks_table}_text_moved"
         self.vector_part_table = f"{chunks_table}_text_vector"
-        self.lease_key = RecordID(f"{chunks_table}_text_lease", "merge")
-        self.analyzer = analyzer_for(names.language)
-        self.cache = DecodedCache(CACHE_BYTES)
-        self.owner = lease_owner()
-        self._last_view: View | None = None
-        self._last_idf: tuple[tuple[str, ...], dict[str, float]] | None = None
-        self._ranked: OrderedDict[tuple[Any, ...], Ranked] = OrderedDict()
         # the live segments' vectors, decoded (immutable; dropped when a segment goes)
         self.vectors = SegmentVectors(store, self.vector_part_table)
+        # the live view of the segments and their decoded records (reader.py)
+        self.reader = reader = SegmentReader(store, chunks_table, self.vectors)
+        self.segment_table, self.map_table = reader.segment_table, reader.map_table
+        self.block_table, self.dead_table = reader.block_table, reader.dead_table
+        self.moved_table = reader.moved_table
+        self.lease_key = RecordID(f"{chunks_table}_text_lease", "merge")
+        self.analyzer = analyzer_for(store.names.language)
+        self.owner = lease_owner()
+        self._last_idf: tuple[tuple[str, ...], dict[str, float]] | None = None
+        self._ranked: OrderedDict[tuple[Any, ...], Ranked] = OrderedDict()
         # what this process wrote: segments, merges, bytes of postings and maps (for the
         # write-amplification figure, bench/text_index_writes.py)
         self.written = {"segments": 0, "merges": 0, "bytes": 0, "records": 0}
@@ -188,100 +179,6 @@ class TextIndex:
         return statements
 
     # ----- searching -----------------------------------------------------------------
-    async def _view(self) -> View:
-        # Where every write goes through this process's store, the last view stands until
-        # the store has run anything that may write (reading the headers is a range read
-        # the engine slows with every segment merged away: 19 ms on a store grown to 300k
-        # chunks); read before the query, so a write that ends meanwhile is not missed.
-        stamp = self.store.changes
-        last = self._last_view
-        if last is not None and self.store.exclusive and last.stamp == stamp:
-            return last
-        # one transaction: one snapshot of the segments and of the deletions
-        _, headers, dead_rows, moved_rows, _ = await self.store.query(
-            f"BEGIN; SELECT {HEADER_FIELDS} FROM {self.segment_table}"
-            f" WHERE live = true; SELECT id, chunk, seg FROM {self.dead_table};"
-            f" SELECT VALUE [id, document] FROM {self.moved_table}; COMMIT;", read_only=True)
-        segments = [Segment.of(h) for h in headers or []]
-        segments.sort(key=lambda s: s.key)
-        moves = {(str(i.id[0]), str(i.id[1])): document for i, document in moved_rows or []}
-        signature = (tuple(s.key for s in segments),
-                     frozenset(str(r["id"].id) for r in dead_rows or []),
-                     frozenset(moves.items()))
-        if last is not None and last.signature == signature:
-            last.stamp = max(last.stamp, stamp)
-            return last  # nothing changed since the last search
-        maps = await self._maps([s.key for s in segments])
-        where: dict[str, str] = {}  # origin -> live segment holding its chunks
-        for s in segments:
-            for origin in maps[s.key].origins:
-                where[origin] = s.key
-        dead: dict[str, np.ndarray] = {}
-        for row in dead_rows or []:
-            seg = where.get(str(row["seg"]))
-            if seg is None:
-                continue  # its segment was merged without it, or rebuilt
-            ordinal = maps[seg].ordinal(str(row["chunk"]), str(row["seg"]))
-            if ordinal is None:
-                continue
-            mask = dead.get(seg)
-            if mask is None:
-                mask = dead[seg] = np.zeros(len(maps[seg].keys), dtype=bool)
-            mask[ordinal] = True
-        moved: dict[tuple[str, int], Any] = {}
-        for (chunk, origin), document in moves.items():
-            seg = where.get(origin)
-            ordinal = maps[seg].ordinal(chunk, origin) if seg is not None else None
-            if seg is not None and ordinal is not None:
-                moved[(seg, ordinal)] = document
-        chunks = sum(s.n for s in segments) - sum(int(m.sum()) for m in dead.values())
-        total = sum(s.total for s in segments) - sum(
-            float(maps[k].lengths[m].sum()) for k, m in dead.items())
-        view = View(segments, maps, dead, chunks, total / chunks if chunks > 0 else 0.0,
-                     signature, np.concatenate(([0], np.cumsum([s.n for s in segments],
-                                                               dtype=np.int64))),
-                     moved=moved, stamp=stamp)
-        self._last_view = view
-        live = {s.key for s in segments}
-        for gone in [k for k in self.vectors.sets if k not in live]:
-            del self.vectors.sets[gone]
-        return view
-
-    async def _maps(self, keys: list[str]) -> dict[str, SegmentMap]:
-        return await self._cached(self.map_table, keys, lambda key: key, lambda i: str(i),
-                                  SegmentMap.decode)
-
-    async def _blocks(self, wanted: Iterable[tuple[str, int]]) -> dict[tuple[str, int], Block]:
-        return await self._cached(self.block_table, list(wanted), lambda key: list(key),
-                                  lambda i: (str(i[0]), int(i[1])), Block.decode)
-
-    async def _cached(self, table: str, keys: list[K], record_key: Callable[[K], Any],
-                      key_of: Callable[[Any], K], decode: Callable[[dict[str, Any]], D]
-                      ) -> dict[K, D]:
-        """Decoded records of ``table`` by key: from the cache, else read by id (and kept).
-        A record not found belongs to a segment merged away while this search read."""
-        out: dict[K, D] = {}
-        missing = []
-        for key in keys:
-            found = self.cache.get((table, key))
-            if found is None:
-                missing.append(key)
-            else:
-                out[key] = found
-        if missing:
-            (rows,) = await self.store.query(
-                "SELECT * FROM $ids;", {"ids": [RecordID(table, record_key(k))
-                                                for k in missing]}, read_only=True)
-            for row in rows or []:
-                decoded = decode(row)
-                key = key_of(row["id"].id)
-                self.cache.put((table, key), decoded, decoded.size)
-                out[key] = decoded
-            lost = [k for k in missing if k not in out]
-            if lost:
-                raise MissingRecord(f"record {lost[0]} of {table}")
-        return out
-
     async def rank(self, terms: Sequence[str]) -> Ranked:
         """Every live chunk holding any of the (analyzed) terms, best first by BM25 (a term
         the query repeats weighs as many times: "system" twice in a question counts
@@ -313,7 +210,7 @@ class TextIndex:
             if term:
                 weights[term] = weights.get(term, 0) + 1
         unique = sorted(weights)
-        view = await self._view()
+        view = await self.reader.view()
         if not unique or view.chunks <= 0:
             return Ranked()
         asked = (view.signature, *sorted(weights.items()))
@@ -332,7 +229,7 @@ class TextIndex:
         unique = list(weights)
         wanted = {(s.key, zlib.crc32(t.encode()) % s.blocks) for s in view.segments
                   for t in unique if t not in view.postings}
-        blocks = await self._blocks(wanted) if wanted else {}
+        blocks = await self.reader.blocks(wanted) if wanted else {}
         if view.norm is None:  # once per view: each chunk's length normalisation
             k1, b = self.settings.bm25_k1, self.settings.bm25_b
             lengths = np.concatenate([view.maps[s.key].lengths for s in view.segments])
@@ -428,10 +325,10 @@ class TextIndex:
             return None
 
         async def read() -> T | None:
-            view = self._last_view if recent else None
+            view = self.reader.last_view if recent else None
             if view is None or view.stamp != self.store.changes or any(
                     s.vectors and s.key not in self.vectors.sets for s in view.segments):
-                view = await self._view()
+                view = await self.reader.view()
             if any(s.vectors is None for s in view.segments):
                 return None
             carrying = [s for s in view.segments if s.vectors]
@@ -446,14 +343,14 @@ class TextIndex:
     async def live_vectors(self) -> dict[str, list[float]]:
         """Every live chunk's vector as the index holds it (for checks)."""
         async def read() -> dict[str, list[float]]:
-            view = await self._view()
+            view = await self.reader.view()
             return held(view, await self.vectors.of([s for s in view.segments if s.vectors]))
         return await self._retrying(read)
 
     # ----- statistics ------------------------------------------------------------------
     async def stats(self) -> dict[str, Any]:
         """Segments, postings, live and dead chunks."""
-        view = await self._retrying(self._view)
+        view = await self._retrying(self.reader.view)
         dead = sum(int(m.sum()) for m in view.dead.values())
         stored = sum(s.n for s in view.segments)
         (pending,) = await self.store.query(
@@ -464,16 +361,6 @@ class TextIndex:
                 "dead_ratio": dead / stored if stored else 0.0,
                 "deletions_recorded": int(pending[0]["n"]) if pending else 0,
                 "levels": sorted({s.level for s in view.segments})}
-
-    async def read_whole(self, group: list[Segment]) -> dict[str, list[Block]]:
-        (rows,) = await self.store.query(
-            "SELECT * FROM $ids;",
-            {"ids": [RecordID(self.block_table, [s.key, b]) for s in group
-                     for b in range(s.blocks)]})
-        out: dict[str, list[Block]] = {s.key: [] for s in group}
-        for row in rows or []:
-            out[str(row["id"].id[0])].append(Block.decode(row))
-        return out
 
     async def live_postings(self) -> dict[str, dict[str, int]]:
         """Every live chunk's terms and their frequencies, as the index holds them."""

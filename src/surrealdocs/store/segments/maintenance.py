@@ -76,7 +76,7 @@ class TextIndexMaintenance:
         one). Returns whether it merged."""
         if not force and not await self._may_be_due():
             return False
-        view = await self.index._view()
+        view = await self.index.reader.view()
         group = due_segments(view, force)
         if not group:
             return False
@@ -97,7 +97,7 @@ class TextIndexMaintenance:
             return False
         try:
             await self._drop_unpublished()
-            view = await self.index._view()  # again, under the lease
+            view = await self.index.reader.view()  # again, under the lease
             group = due_segments(view, force)
             if not group:
                 return False
@@ -107,7 +107,7 @@ class TextIndexMaintenance:
             await self._release_lease()
 
     async def _merge(self, view: View, group: list[Segment]) -> None:
-        parts = await self.index.read_whole(group)
+        parts = await self.index.reader.read_whole(group)
         # the vectors go along, known when every input's are
         known = all(s.vectors is not None for s in group)
         sets = await self.index.vectors.of([s for s in group if s.vectors]) if known else {}
@@ -334,9 +334,9 @@ class TextIndexMaintenance:
         """Every live chunk's terms and their frequencies, as the index holds them (reads
         the whole index: for checks)."""
         async def read() -> dict[str, dict[str, int]]:
-            view = await self.index._view()
-            parts = await self.index.read_whole(view.segments)
-            if (await self.index._view()).signature != view.signature:
+            view = await self.index.reader.view()
+            parts = await self.index.reader.read_whole(view.segments)
+            if (await self.index.reader.view()).signature != view.signature:
                 # a merge replaced segments meanwhile: their blocks may be gone already
                 raise MissingRecord("a segment merged while it was read")
             out: dict[str, dict[str, int]] = {}
