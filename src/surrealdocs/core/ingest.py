@@ -215,7 +215,7 @@ class Ingestor:
 
     async def _run(self, sources: Sequence[_Source], force: bool, retry_failed: bool,
                    on_result: ProgressCallback | None) -> list[FileResult]:
-        previous = await self.storage.documents.file_records([s.key for s in sources])
+        previous = await self.storage.files.of([s.key for s in sources])
 
         # Files in flight (read, extracted, waiting for the model or the writer) are bounded,
         # so that extraction running ahead of embedding cannot hold a whole corpus in memory.
@@ -266,7 +266,7 @@ class Ingestor:
                     if src.mtime_ns is not None and (
                             previous.get("mtime_ns") != src.mtime_ns
                             or previous.get("size") != len(src.data)):
-                        await self.storage.documents.touch_file(
+                        await self.storage.files.touch(
                             src.key, file_hash, len(src.data), src.mtime_ns)
                     doc = previous.get("document")
                     if previous["status"] == "failed":  # still failed: said on every run

@@ -144,7 +144,7 @@ class IngestJobs:
         have the same name never replaces another document. Names held by queued or running
         ingest jobs count as taken."""
         wanted = [name for name, _ in files]
-        records = await self.storage.documents.file_records(wanted)
+        records = await self.storage.files.of(wanted)
         queued = {str(f.get("source")) for status in ("queued", "running")
                   for j in await self.jobs.list(status=status, kind=INGEST)
                   for f in (j.payload or {}).get("files") or [] if isinstance(f, dict)}
@@ -165,7 +165,7 @@ class IngestJobs:
             stem, dot, ext = name, "", ""
         for first in range(2, 10_002, 50):
             candidates = [f"{stem} ({n}){dot}{ext}" for n in range(first, first + 50)]
-            stored = await self.storage.documents.file_records(candidates)
+            stored = await self.storage.files.of(candidates)
             for candidate in candidates:
                 if candidate not in stored and candidate not in taken:
                     return candidate

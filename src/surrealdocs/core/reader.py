@@ -80,7 +80,7 @@ class DocumentReader:
         """The failed last ingest of the source ``ref`` (a name, or a path as given or
         absolute), ``None`` when its last ingest did not fail or there was none."""
         candidates = list(dict.fromkeys([ref, *as_path(ref)]))
-        records = await self.storage.documents.file_records(candidates)
+        records = await self.storage.files.of(candidates)
         for source in candidates:
             row = records.get(source)
             if row is not None and row.get("status") == "failed":
@@ -94,7 +94,7 @@ class DocumentReader:
         source), optionally those matching a source glob; and how many there are."""
         if source is not None:
             Filters(source=source)  # the glob's checks
-        rows, total = await self.storage.documents.failed_files(offset, limit, source)
+        rows, total = await self.storage.files.failed(offset, limit, source)
         return [FileResult(str(r["path"]), "failed", reason=r.get("error"),
                            last_status="failed") for r in rows], total
 

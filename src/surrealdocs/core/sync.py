@@ -107,7 +107,7 @@ class Syncer:
         roots, scope_problems = _roots(paths)
         plan = SyncPlan(roots=[str(r) for r, _ in roots], problems=list(found.problems))
         pattern = glob_regex(glob)
-        stored = {r["path"]: r for r in await self.storage.documents.files_under(
+        stored = {r["path"]: r for r in await self.storage.files.under(
             [str(r) for r, _ in roots])
             if _in_scope(r["path"], roots, pattern)}
         seen = await asyncio.to_thread(_stat_all, found.files)
@@ -154,7 +154,7 @@ class Syncer:
         going = {r["path"] for r in plan.deletes} | {r["path"] for _, r in plan.updates}
         hashes = sorted({s.file_hash for s in left if s.file_hash})
         known: dict[tuple[str, str], dict[str, Any]] = {}
-        for r in await self.storage.documents.files_with_hashes(hashes) if hashes else []:
+        for r in await self.storage.files.with_hashes(hashes) if hashes else []:
             if r.get("status") in ("ingested", "duplicate") and r.get("document") is not None \
                     and r["path"] not in going:
                 known.setdefault((r["file_hash"], _suffix(r["path"])), r)
@@ -183,7 +183,7 @@ class Syncer:
         for s, r in plan.unchanged:
             done(_unchanged(s, r))
         for s, r in plan.touch:
-            await documents.touch_file(s.path, r["file_hash"], s.size, s.mtime_ns)
+            await self.storage.files.touch(s.path, r["file_hash"], s.size, s.mtime_ns)
             done(_unchanged(s, r))
         ingest: list[str] = []
         forget = list(plan.deletes)
@@ -241,7 +241,7 @@ class Syncer:
 
     async def documents_of(self, plan: SyncPlan) -> list[Any]:
         """The documents the files of a plan point at now."""
-        records = await self.storage.documents.file_records(plan.present)
+        records = await self.storage.files.of(plan.present)
         return [r["document"] for r in records.values() if r.get("document") is not None]
 
     async def watch(self, paths: Sequence[str | Path], pass_once: Callable[[], Any], *,

@@ -104,53 +104,6 @@ class DocumentStorage:
         row["headings"] = [(int(level), str(text)) for level, text in row.get("headings") or []]
         return row
 
-    async def file_records(self, sources: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The last ingest of each source (raw hash, size, modification time, status, error,
-        MIME type, document, and that document's notebooks and topics), by source."""
-        out: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(sources), 500):
-            ids = [self.file_id(k) for k in sources[start:start + 500]]
-            (rows,) = await self.store.query(
-                f"SELECT {_FILE_FIELDS}, document.{{ notebooks, topics }} AS document_membership"
-                f" FROM {self.files} WHERE id IN $ids;", {"ids": ids})
-            for row in rows or []:
-                out[row["path"]] = row
-        return out
-
-    async def failed_files(self, offset: int = 0, limit: int = 50,
-                           source: str | None = None) -> tuple[list[dict[str, Any]], int]:
-        """A page of the sources whose last ingest failed (path, error, size, MIME type,
-        when), by path, optionally those matching a source glob; and how many there are."""
-        where = "status = 'failed'" + (" AND string::matches(path, $pattern)" if source else "")
-        params = {"pattern": glob_to_regex(source)} if source else {}
-        rows, total = await self.store.query(
-            f"SELECT path, error, size, mime_type, seen_at FROM {self.files} WHERE {where}"
-            f" ORDER BY path LIMIT {int(limit)} START {int(offset)};"
-            f" SELECT count() AS n FROM {self.files} WHERE {where} GROUP ALL;", params)
-        return list(rows or []), int(total[0]["n"]) if total else 0
-
-    async def files_under(self, folders: Sequence[str]) -> list[dict[str, Any]]:
-        """The records of every source whose path lies inside one of ``folders`` (absolute
-        paths; a source equal to one of them counts too), by path."""
-        if not folders:
-            return []
-        prefixes = [f.rstrip("/") + "/" for f in folders]
-        (rows,) = await self.store.query(
-            f"SELECT {_FILE_FIELDS} FROM {self.files}"
-            " WHERE path IN $exact OR $prefixes.any(|$p| string::starts_with(path, $p))"
-            " ORDER BY path;", {"exact": list(folders), "prefixes": prefixes})
-        return list(rows or [])
-
-    async def files_with_hashes(self, hashes: Sequence[str]) -> list[dict[str, Any]]:
-        """The records of every source whose last raw bytes had one of these hashes."""
-        out: list[dict[str, Any]] = []
-        for start in range(0, len(hashes), 500):
-            (rows,) = await self.store.query(
-                f"SELECT {_FILE_FIELDS} FROM {self.files} WHERE file_hash IN $hashes;",
-                {"hashes": list(hashes[start:start + 500])})
-            out += rows or []
-        return out
-
     async def sole_source_document(self, source: str) -> tuple[RecordID, int] | None:
         """The complete document ``source`` points at, with its chunk generation, when
         ``source`` is its only source (so a new version of the source replaces it)."""
@@ -360,16 +313,6 @@ class DocumentStorage:
              "status": status, "error": reason, "doc": None, "mtime": mtime_ns},
         )
 
-    async def touch_file(self, source: str, file_hash: str, size: int,
-                         mtime_ns: int | None) -> None:
-        """Remember a source's new size and modification time when its bytes did not
-        change (nothing happens if its record is gone or holds other bytes meanwhile)."""
-        await self.store.query(
-            "UPDATE $file SET size = $size, mtime_ns = $mtime WHERE file_hash = $hash"
-            " RETURN NONE;",
-            {"file": self.file_id(source), "hash": file_hash, "size": size,
-             "mtime": mtime_ns})
-
     async def rename_source(self, old: str, new: str, file_hash: str, size: int,
                             mtime_ns: int | None) -> bool:
         """A file moved: its record and its place among its document's sources go from
@@ -463,6 +406,76 @@ class DocumentStorage:
         return Statement("UPDATE $doc SET generation = $generation, chunk_count = $n_chunks"
                          " RETURN NONE;",
                          {"doc": doc, "generation": generation, "n_chunks": chunks})
+
+
+
+class FileRecords:
+    """The ``files`` records: what each source (a path or a name) last held (raw hash,
+    size, modification time) and what came of it (a document, a duplicate, a failure)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.table = store.names.files
+
+    def id_of(self, source: str) -> RecordID:
+        return RecordID(self.table, source)
+
+    async def of(self, sources: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The last ingest of each source (raw hash, size, modification time, status, error,
+        MIME type, document, and that document's notebooks and topics), by source."""
+        out: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(sources), 500):
+            ids = [self.id_of(k) for k in sources[start:start + 500]]
+            (rows,) = await self.store.query(
+                f"SELECT {_FILE_FIELDS}, document.{{ notebooks, topics }} AS document_membership"
+                f" FROM {self.table} WHERE id IN $ids;", {"ids": ids})
+            for row in rows or []:
+                out[row["path"]] = row
+        return out
+
+    async def failed(self, offset: int = 0, limit: int = 50,
+                           source: str | None = None) -> tuple[list[dict[str, Any]], int]:
+        """A page of the sources whose last ingest failed (path, error, size, MIME type,
+        when), by path, optionally those matching a source glob; and how many there are."""
+        where = "status = 'failed'" + (" AND string::matches(path, $pattern)" if source else "")
+        params = {"pattern": glob_to_regex(source)} if source else {}
+        rows, total = await self.store.query(
+            f"SELECT path, error, size, mime_type, seen_at FROM {self.table} WHERE {where}"
+            f" ORDER BY path LIMIT {int(limit)} START {int(offset)};"
+            f" SELECT count() AS n FROM {self.table} WHERE {where} GROUP ALL;", params)
+        return list(rows or []), int(total[0]["n"]) if total else 0
+
+    async def under(self, folders: Sequence[str]) -> list[dict[str, Any]]:
+        """The records of every source whose path lies inside one of ``folders`` (absolute
+        paths; a source equal to one of them counts too), by path."""
+        if not folders:
+            return []
+        prefixes = [f.rstrip("/") + "/" for f in folders]
+        (rows,) = await self.store.query(
+            f"SELECT {_FILE_FIELDS} FROM {self.table}"
+            " WHERE path IN $exact OR $prefixes.any(|$p| string::starts_with(path, $p))"
+            " ORDER BY path;", {"exact": list(folders), "prefixes": prefixes})
+        return list(rows or [])
+
+    async def with_hashes(self, hashes: Sequence[str]) -> list[dict[str, Any]]:
+        """The records of every source whose last raw bytes had one of these hashes."""
+        out: list[dict[str, Any]] = []
+        for start in range(0, len(hashes), 500):
+            (rows,) = await self.store.query(
+                f"SELECT {_FILE_FIELDS} FROM {self.table} WHERE file_hash IN $hashes;",
+                {"hashes": list(hashes[start:start + 500])})
+            out += rows or []
+        return out
+
+    async def touch(self, source: str, file_hash: str, size: int,
+                         mtime_ns: int | None) -> None:
+        """Remember a source's new size and modification time when its bytes did not
+        change (nothing happens if its record is gone or holds other bytes meanwhile)."""
+        await self.store.query(
+            "UPDATE $file SET size = $size, mtime_ns = $mtime WHERE file_hash = $hash"
+            " RETURN NONE;",
+            {"file": self.id_of(source), "hash": file_hash, "size": size,
+             "mtime": mtime_ns})
 
 
 def _returned(results: list[Any]) -> bool:

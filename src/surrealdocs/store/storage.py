@@ -10,7 +10,7 @@ from .api_keys import KeyStorage
 from .chunks import ChunkStorage
 from .connection import Store
 from .conversations import ConversationStorage
-from .documents import DocumentStorage
+from .documents import DocumentStorage, FileRecords
 from .jobs import JobStorage
 from .legs import Legs, choose_legs
 from .notebooks import NotebookStorage
@@ -24,6 +24,7 @@ class Storage:
 
     store: Store
     documents: DocumentStorage
+    files: FileRecords  # what each source last held, and what came of it
     chunks: ChunkStorage
     notebooks: NotebookStorage
     jobs: JobStorage
@@ -36,6 +37,7 @@ class Storage:
            vectors_apart: bool = False) -> Storage:
         chunks = ChunkStorage(store, settings, dimension, vectors_apart=vectors_apart)
         documents = DocumentStorage(store)
-        return cls(store, documents, chunks, NotebookStorage(store), JobStorage(store),
+        return cls(store, documents, FileRecords(store), chunks, NotebookStorage(store),
+                   JobStorage(store),
                    KeyStorage(store), ConversationStorage(store),
                    choose_legs(settings, chunks, documents))
