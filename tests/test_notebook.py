@@ -75,7 +75,7 @@ async def test_spec_examples(nbs: NotebookService, search: NotebookSearch) -> No
         await job.wait(timeout=PATIENCE)
 
     async def semantic_search(notebook_id: object, query: str) -> list[object]:
-        query_vec = nbs._embedding.embedder.embed_query(query)
+        query_vec = get_embedder("hashing-64").embed_query(query)  # the store's model
         return await search.vector_search(notebook_id=notebook_id, query_vector=query_vec,
                                        min_score=0.2, limit=5)
 
@@ -249,7 +249,8 @@ async def test_delete_cascades_leave_no_orphans(nbs: NotebookService) -> None:
     assert c[n.documents] == c[n.chunks] == c[n.reference] == c[n.job] == 0
 
 
-async def test_failed_job_records_its_error(nbs: NotebookService, search: NotebookSearch,
+async def test_failed_job_records_its_error(nbkb: KnowledgeBase, nbs: NotebookService,
+                                            search: NotebookSearch,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     nb = await nbs.create_notebook("A")
     source = await nbs.add_text(nb, text="Doomed text. " * 20, title="doomed")
@@ -257,7 +258,7 @@ async def test_failed_job_records_its_error(nbs: NotebookService, search: Notebo
     def broken(texts: object) -> object:
         raise RuntimeError("the model ran out of memory")
 
-    monkeypatch.setattr(nbs._embedding.embedder, "embed_documents", broken)
+    monkeypatch.setattr(nbkb.embedder, "embed_documents", broken)
     job = await (await source.vectorize()).wait(timeout=PATIENCE)
     assert job.status == "failed"
     assert job.error == "RuntimeError: the model ran out of memory"
@@ -339,7 +340,7 @@ async def test_scoped_vector_search_walks_the_notebooks_own_index(nbs: NotebookS
     await vectorized(nbs, nb, "Solar panels turn light into power. " * 20, "solar")
     await vectorized(nbs, other, "Wind turbines turn air into power. " * 20, "wind")
     table = nbs.store.names.notebook_vectors(nb.id)
-    vec = [float(x) for x in nbs._embedding.embedder.embed_query("solar power")]
+    vec = [float(x) for x in get_embedder("hashing-64").embed_query("solar power")]
     (plan,) = await nbs.store.query(
         f"SELECT chunk FROM {table} WHERE embedding <|5,100|> $v EXPLAIN;", {"v": vec})
     text = json.dumps(plan)

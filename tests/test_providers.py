@@ -152,10 +152,7 @@ def fake() -> Iterator[FakeProvider]:
 @pytest.fixture(autouse=True)
 def _forget_shared_embedders() -> Iterator[None]:
     yield
-    with HTTPEmbedder._instances_lock:
-        for embedder in HTTPEmbedder._instances.values():
-            embedder.close()
-        HTTPEmbedder._instances.clear()
+    HTTPEmbedder.close_shared()
 
 
 class Sleeps:
@@ -261,7 +258,7 @@ def test_openai_base_url_with_another_api_root_is_kept() -> None:
 
 def test_429_is_retried_after_retry_after_then_succeeds(fake: FakeProvider) -> None:
     embedder = openai(fake, dimension=48, retries=3, backoff=5.0)
-    embedder._sleep = sleeps = Sleeps()  # type: ignore[method-assign]
+    embedder.sleep = sleeps = Sleeps()  # type: ignore[method-assign]
     fake.fail_next(429, times=2, headers={"Retry-After": "2"})
     try:
         vectors = embedder.embed_documents(["alpha", "beta"])
@@ -274,7 +271,7 @@ def test_429_is_retried_after_retry_after_then_succeeds(fake: FakeProvider) -> N
 
 def test_5xx_backs_off_exponentially(fake: FakeProvider) -> None:
     embedder = openai(fake, dimension=48, retries=3, backoff=0.5)
-    embedder._sleep = sleeps = Sleeps()  # type: ignore[method-assign]
+    embedder.sleep = sleeps = Sleeps()  # type: ignore[method-assign]
     fake.fail_next(503, times=3)
     try:
         embedder.embed_query("alpha")
@@ -302,7 +299,7 @@ def test_retries_exhausted_is_a_clear_error(fake: FakeProvider) -> None:
 
 def test_a_long_retry_after_fails_at_once(fake: FakeProvider) -> None:
     embedder = openai(fake, dimension=48, retries=5)
-    embedder._sleep = sleeps = Sleeps()  # type: ignore[method-assign]
+    embedder.sleep = sleeps = Sleeps()  # type: ignore[method-assign]
     fake.fail_next(429, headers={"Retry-After": "3600"},
                    body={"error": {"message": "daily quota exceeded"}})
     try:

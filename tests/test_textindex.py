@@ -173,7 +173,7 @@ async def test_levels_merge_in_the_background(small_settings):
             await kb.ingest_texts({name: body})
         text = _index(kb)
         await text.stop()  # waits for the running merge
-        text.maintenance._stopping = False
+        text.maintenance.resume()
         while await text.merge_once():
             pass
         stats = await text.stats()

@@ -259,11 +259,20 @@ class HTTPEmbedder:
             log.warning("%s embedding request to %s failed (%s); retry %d/%d in %.2f s",
                         self.name, self.endpoint, failure, attempt + 1, self.options.retries,
                         delay)
-            self._sleep(delay)
+            self.sleep(delay)
             attempt += 1
 
-    def _sleep(self, seconds: float) -> None:
+    def sleep(self, seconds: float) -> None:
+        """The pause between two tries (a test counts them instead)."""
         time.sleep(seconds)
+
+    @classmethod
+    def close_shared(cls) -> None:
+        """Close and forget every shared instance (:meth:`shared`)."""
+        with cls._instances_lock:
+            for embedder in cls._instances.values():
+                embedder.close()
+            cls._instances.clear()
 
     def _json(self, response: httpx.Response) -> Any:
         try:

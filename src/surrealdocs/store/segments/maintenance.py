@@ -71,6 +71,10 @@ class TextIndexMaintenance:
         if self._merging is not None:
             await asyncio.gather(self._merging, return_exceptions=True)
 
+    def resume(self) -> None:
+        """Merge again after :meth:`stop` (merges wait for :meth:`merge_soon`)."""
+        self._stopping = False
+
     async def merge_once(self, *, force: bool = False) -> bool:
         """Merge one group of segments if one is due (``force``: every live segment into
         one). Returns whether it merged."""
