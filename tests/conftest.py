@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -70,6 +71,28 @@ async def kb(settings: Settings) -> AsyncIterator[KnowledgeBase]:
         yield base
     finally:
         await base.close()
+
+
+StoreFactory = Callable[..., Awaitable[KnowledgeBase]]
+
+
+@pytest_asyncio.fixture
+async def open_kb() -> AsyncIterator[StoreFactory]:
+    """Opens knowledge bases for a test, each closed after it: ``await open_kb(**settings)``
+    (in memory, with the fast hashing embedder, unless the settings say otherwise)."""
+    opened: list[KnowledgeBase] = []
+
+    async def factory(**overrides: Any) -> KnowledgeBase:
+        base = await KnowledgeBase.open(settings=Settings(
+            **{"db": "mem://", "model": "hashing-64", **overrides}))
+        opened.append(base)
+        return base
+
+    try:
+        yield factory
+    finally:
+        for base in reversed(opened):
+            await base.close()
 
 
 @pytest_asyncio.fixture

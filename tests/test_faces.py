@@ -10,6 +10,7 @@ import typing
 import pytest
 import typer
 
+from conftest import StoreFactory
 from surrealdocs import KnowledgeBase, Settings
 from surrealdocs.core.search_request import MODES, SEARCH_FIELDS, SearchRequest
 from surrealdocs.errors import ConfigurationError
@@ -44,15 +45,14 @@ def test_kb_search_declares_no_option_of_its_own() -> None:
         SearchRequest.of("x", colour="red")
 
 
-async def test_a_request_and_the_same_options_search_alike() -> None:
-    async with await KnowledgeBase.open(settings=Settings(db="mem://", model="hashing-64")
-                                        ) as kb:
-        await kb.ingest_texts({"a": "Herons wade in water.", "b": "Owls hunt at night."})
-        request = SearchRequest("herons", mode="text", limit=1)
-        assert [h.chunk_id for h in await kb.search(request)] == \
-            [h.chunk_id for h in await kb.search("herons", mode="text", limit=1)]
-        with pytest.raises(Exception, match="not both"):
-            await kb.search(request, limit=3)
+async def test_a_request_and_the_same_options_search_alike(open_kb: StoreFactory) -> None:
+    kb = await open_kb()
+    await kb.ingest_texts({"a": "Herons wade in water.", "b": "Owls hunt at night."})
+    request = SearchRequest("herons", mode="text", limit=1)
+    assert [h.chunk_id for h in await kb.search(request)] == \
+        [h.chunk_id for h in await kb.search("herons", mode="text", limit=1)]
+    with pytest.raises(Exception, match="not both"):
+        await kb.search(request, limit=3)
 
 
 def test_the_http_body_is_the_request() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLES
+from conftest import SAMPLES, StoreFactory
 from surrealdocs import ConfigurationError, DimensionMismatchError, KnowledgeBase, Settings
 from surrealdocs.core.search import Filters, glob_to_regex, query_terms
 from surrealdocs.store.conditions import filter_conditions
@@ -107,42 +107,41 @@ async def test_filters_apply_inside_the_query(corpus: KnowledgeBase) -> None:
     assert "document.sources.any" in filter_conditions(Filters(source="*.md"))[0][0]
 
 
-async def test_the_graph_leg_walks_the_hnsw_index() -> None:
+async def test_the_graph_leg_walks_the_hnsw_index(open_kb: StoreFactory) -> None:
     """A store ranked by the engine has the HNSW graph as its vector leg: the statement a
     vector search runs is planned by the engine as a scan of that index (a search that
     scanned the table, or ran no k-NN operator, fails here), and finds what an exact
     comparison finds."""
-    settings = Settings(db="mem://", model="hashing-64", text_index="engine")
-    async with await KnowledgeBase.open(settings=settings) as kb:
-        await kb.ingest_texts({f"t{i}": f"Note {i} about {word} and {i % 7} more {word}s."
-                               for i, word in enumerate(["herons", "owls", "bread", "rivers",
-                                                         "stocks", "maps"] * 5)})
-        assert isinstance(kb.storage.legs.vector, GraphLeg)
-        await kb.rebuild_index()
-        statements: list[tuple[str, dict[str, object]]] = []
-        query = kb.store.query
+    kb = await open_kb(text_index="engine")
+    await kb.ingest_texts({f"t{i}": f"Note {i} about {word} and {i % 7} more {word}s."
+                           for i, word in enumerate(["herons", "owls", "bread", "rivers",
+                                                     "stocks", "maps"] * 5)})
+    assert isinstance(kb.storage.legs.vector, GraphLeg)
+    await kb.rebuild_index()
+    statements: list[tuple[str, dict[str, object]]] = []
+    query = kb.store.query
 
-        async def recorded(sql: str, params: dict[str, object] | None = None,
-                           **kwargs: object) -> list[object]:
-            statements.append((sql, dict(params or {})))
-            return await query(sql, params, **kwargs)  # type: ignore[arg-type]
+    async def recorded(sql: str, params: dict[str, object] | None = None,
+                       **kwargs: object) -> list[object]:
+        statements.append((sql, dict(params or {})))
+        return await query(sql, params, **kwargs)  # type: ignore[arg-type]
 
-        kb.store.query = recorded  # type: ignore[method-assign]
-        hits = await kb.search("owls at night", mode="vector", limit=5, cutoff=False)
-        kb.store.query = query  # type: ignore[method-assign]
-        knn = [(sql, params) for sql, params in statements if "<|" in sql]
-        assert len(knn) == 1, statements
-        sql, params = knn[0]
-        (plan,) = await kb.store.query(sql.rstrip(";") + " EXPLAIN;", params)
-        assert '"KnnScan"' in json.dumps(plan) and kb.store.names.hnsw_index in json.dumps(plan)
-        vector = params["v"]
-        (exact,) = await kb.store.query(
-            "SELECT vector::similarity::cosine(embedding, $v) AS s"
-            f" FROM {kb.storage.chunks.vector_table} ORDER BY s DESC LIMIT 5;", {"v": vector})
-        # the same similarities, nearest first (which of two equally near chunks comes first
-        # is the graph's to choose)
-        assert [round(h.vector_score or 0.0, 5) for h in hits] == \
-            [round(max(0.0, r["s"]), 5) for r in exact]
+    kb.store.query = recorded  # type: ignore[method-assign]
+    hits = await kb.search("owls at night", mode="vector", limit=5, cutoff=False)
+    kb.store.query = query  # type: ignore[method-assign]
+    knn = [(sql, params) for sql, params in statements if "<|" in sql]
+    assert len(knn) == 1, statements
+    sql, params = knn[0]
+    (plan,) = await kb.store.query(sql.rstrip(";") + " EXPLAIN;", params)
+    assert '"KnnScan"' in json.dumps(plan) and kb.store.names.hnsw_index in json.dumps(plan)
+    vector = params["v"]
+    (exact,) = await kb.store.query(
+        "SELECT vector::similarity::cosine(embedding, $v) AS s"
+        f" FROM {kb.storage.chunks.vector_table} ORDER BY s DESC LIMIT 5;", {"v": vector})
+    # the same similarities, nearest first (which of two equally near chunks comes first
+    # is the graph's to choose)
+    assert [round(h.vector_score or 0.0, 5) for h in hits] == \
+        [round(max(0.0, r["s"]), 5) for r in exact]
 
 
 async def test_vector_search_after_rebuild_matches_exact(corpus: KnowledgeBase) -> None:
