@@ -200,10 +200,11 @@ def test_the_http_api_answers_with_citations(tmp_path: Any, server: ChatServer,
                 elif line.startswith("data: "):
                     events.append((kind, json.loads(line[6:])))
         kinds = [k for k, _ in events]
-        assert kinds[0] == "passages" and kinds[-1] == "answer"
+        assert kinds[:2] == ["terms", "passages"] and kinds[-1] == "answer"
         assert kinds.count("text") > 1
         assert "".join(v for k, v in events if k == "text") == server.reply
-        assert events[-1][1]["citations"][0]["source"] == events[0][1][0]["source"]
+        assert events[0][1] == ["stork", "nest"]  # the words a page marks
+        assert events[-1][1]["citations"][0]["source"] == events[1][1][0]["source"]
         no_model = httpx.post(url + "/v1/ask", timeout=60, json={
             "question": "x", "stream": True, "llm": "nothing"})
         assert no_model.status_code == 403 and "serve --llm-allow" in no_model.text

@@ -24,7 +24,8 @@ from ...core.reader import MAX_OFFSET
 from ...core.search import search_notice
 from ...core.search_request import MODES, SearchRequest
 from ...errors import SurrealDocsError
-from ...parts.results import id_text
+from ...parts.results import Hit, id_text
+from ...parts.snippet import snippet, stems
 from ...version import __version__
 from .auth import Access, presented_token, reader, server_state, writer
 from .error_responses import ApiError
@@ -195,16 +196,28 @@ async def texts(body: TextsRequest, who: Writer, state: State) -> dict[str, Any]
 
 
 # ----- search -------------------------------------------------------------------------
+SNIPPET_CHARS = 340  # what a page shows of a hit
+
+
 async def _search(kb: KnowledgeBase, q: SearchBody) -> dict[str, Any]:
     started = time.perf_counter()
     hits = await kb.search(SearchRequest(**q.model_dump()))
     answer = {"query": q.query, "mode": q.mode, "count": len(hits),
               "took_ms": round((time.perf_counter() - started) * 1000, 2),
-              "hits": [h.to_dict() for h in hits]}
+              "terms": stems(q.query or ""),
+              "hits": [_with_snippet(h, q.query or "") for h in hits]}
     notice = search_notice(q.query, hits, cutoff=q.cutoff)
     if notice:
         answer["notice"] = notice
     return answer
+
+
+def _with_snippet(hit: Hit, query: str) -> dict[str, Any]:
+    """A hit with the window of its text to show and the query's words in it, marked
+    (``snippet.marks``: [start, end] character spans of ``snippet.text``)."""
+    shown = snippet(hit.content, query, SNIPPET_CHARS)
+    return {**hit.to_dict(), "snippet": {"text": shown.text,
+                                         "marks": [list(m) for m in shown.marks]}}
 
 
 @router.get("/search", tags=["search"], summary="Search (options as query parameters)")
@@ -235,7 +248,8 @@ async def ask(body: AskBody, request: Request, who: Reader, state: State) -> Any
         await writer(who)  # a read-only key cannot add a turn
         await kb.conversations.get(body.conversation)  # 404 before any work
     if not body.stream:
-        return (await _asked(kb, search, body, None)).to_dict()
+        return {**(await _asked(kb, search, body, None)).to_dict(),
+                "terms": stems(body.question)}
     chat_model(body.llm, kb.settings)  # no model: a 422 before the stream starts
     return StreamingResponse(_ask_stream(kb, search, body, request),
                              media_type="text/event-stream",
@@ -253,9 +267,11 @@ def _asked(kb: KnowledgeBase, search: SearchRequest, body: AskBody,
 
 async def _ask_stream(kb: KnowledgeBase, search: SearchRequest, body: AskBody,
                       request: Request) -> AsyncIterator[str]:
-    """``passages``, then ``text`` pieces as the model writes, then ``answer`` (or
-    ``error``); a client that leaves stops the model."""
+    """``terms`` (the question's words a page marks), ``passages``, then ``text`` pieces as
+    the model writes, then ``answer`` (or ``error``); a client that leaves stops the
+    model."""
     events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    yield _event("terms", stems(body.question))  # the words a page marks
     task = asyncio.get_running_loop().create_task(_asked(
         kb, search, body, lambda kind, value: events.put_nowait((kind, value))))
     try:

@@ -5,15 +5,6 @@
 (() => {
   const $ = (sel) => document.querySelector(sel);
   const KEY_STORAGE = "surrealdocs.key";
-  // the stop words the BM25 leg drops (surrealdocs.parts.analyzer.STOP_WORDS)
-  const STOP = new Set(("a about above after again against all am an and any are as at be because been " +
-    "before being below between both but by can could did do does doing down during each few for from " +
-    "further had has have having he her here hers herself him himself his how i if in into is it its " +
-    "itself just me more most my myself no nor not of off on once only or other our ours ourselves out " +
-    "over own same she should so some such than that the their theirs them themselves then there these " +
-    "they this those through to too under until up very was we were what when where which while who " +
-    "whom why will with would you your yours yourself yourselves").split(" "));
-
   const state = {
     mode: "hybrid",
     notebooks: [],
@@ -106,15 +97,8 @@
   }
 
   // ----- highlighting ------------------------------------------------------------------
-  // The query's words (stop words out, as the BM25 leg does), each matched as a word
-  // prefix of its rough stem, so "herons" also marks "heron".
-  function queryTerms(q) {
-    const words = (String(q).toLowerCase().match(/[\p{L}\p{N}]+/gu) || []);
-    const kept = words.filter((w) => !STOP.has(w));
-    const stems = (kept.length ? kept : words).map((w) =>
-      w.length > 5 ? w.replace(/(ing|ed|es|s|ly|ion|ions)$/u, "") : w.replace(/s$/u, ""));
-    return [...new Set(stems.filter((w) => w.length > 0))].sort((a, b) => b.length - a.length);
-  }
+  // The query's words come from the server ("terms": stop words out, rough stems, as the
+  // BM25 leg sees them); each marks the words of a text that start with it.
   function termPattern(terms) {
     if (!terms.length) return null;
     const escaped = terms.map((t) => t.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
@@ -132,21 +116,17 @@
     }
     if (last < text.length) parent.append(text.slice(last));
   }
-  // A window of the chunk around its first match (whole chunk when short).
-  function snippet(text, pattern, size) {
-    const clean = String(text).replace(/\s+/g, " ").trim();
-    if (clean.length <= size) return clean;
-    let at = 0;
-    if (pattern) {
-      pattern.lastIndex = 0;
-      const m = pattern.exec(clean);
-      if (m) at = m.index;
+  // Append a hit's snippet (from the server: its text and the spans of the query's words).
+  function appendSnippet(parent, hit) {
+    const shown = hit.snippet || { text: String(hit.content || "").slice(0, 340), marks: [] };
+    let last = 0;
+    for (const [start, end] of shown.marks || []) {
+      if (start < last) continue;
+      if (start > last) parent.append(shown.text.slice(last, start));
+      parent.append(el("mark", { text: shown.text.slice(start, end) }));
+      last = end;
     }
-    let start = Math.max(0, at - Math.floor(size / 3));
-    if (start > 0) { const sp = clean.indexOf(" ", start); if (sp >= 0 && sp < at) start = sp + 1; }
-    let end = Math.min(clean.length, start + size);
-    if (end < clean.length) { const sp = clean.lastIndexOf(" ", end); if (sp > start) end = sp; }
-    return (start > 0 ? "… " : "") + clean.slice(start, end) + (end < clean.length ? " …" : "");
+    if (last < shown.text.length) parent.append(shown.text.slice(last));
   }
 
   // ----- search ------------------------------------------------------------------------
@@ -193,7 +173,7 @@
     try {
       const result = await api("/v1/search?" + params.toString());
       if (seq !== state.searchSeq) return;  // a newer search is under way
-      state.terms = queryTerms(q);
+      state.terms = result.terms || [];
       renderHits(result.hits, q, result.took_ms, result.notice);
     } catch (e) {
       if (seq !== state.searchSeq) return;
@@ -250,7 +230,7 @@
     $("#answer-sources").replaceChildren();
     for (const note of document.querySelectorAll("#answer .note")) note.remove();
     $("#summary").textContent = "Finding passages…";
-    state.terms = queryTerms(q);
+    state.terms = [];
     let passages = [], text = "";
     try {
       const response = await fetch("/v1/ask", { method: "POST",
@@ -276,7 +256,9 @@
           const data = (chunk.match(/^data: (.*)$/m) || [])[1];
           if (!kind || data === undefined) continue;
           const value = JSON.parse(data);
-          if (kind === "passages") {
+          if (kind === "terms") {
+            state.terms = value;
+          } else if (kind === "passages") {
             passages = value;
             state.hits = passages;
             $("#summary").textContent = `${passages.length} passage${passages.length === 1 ? "" : "s"} · writing the answer…`;
@@ -346,10 +328,9 @@
       ? `${hits.length} passage${hits.length === 1 ? "" : "s"} · ${state.mode} · ${Math.round(tookMs)} ms${weaker}`
       : notice ? `No passages: ${notice.replace(/ \(cutoff=false [^)]*\)/, "")}.`
         : "No passages match. Try other words, or the Vector mode for meaning.";
-    const pattern = termPattern(state.terms);
     hits.forEach((hit, i) => {
       const text = el("p", { class: "snippet" });
-      appendMarked(text, snippet(hit.content, pattern, 340), pattern);
+      appendSnippet(text, hit);
       const meta = el("div", { class: "hit-meta" },
         el("span", { class: "source", text: hit.source }),
         hit.context ? el("span", { class: "section", text: hit.context }) : null,
