@@ -110,7 +110,7 @@ class ServedKnowledgeBase:
     async def search(self, request: SearchRequest) -> list[Hit]:
         body = {k: v for k, v in jsonable(request.__dict__).items() if v is not None}
         out = await self._call("POST", "/v1/search", json=body)
-        return [Hit(**h) for h in out["hits"]]
+        return [_hit(h) for h in out["hits"]]
 
     async def documents(self, *, offset: int = 0, limit: int = 50,
                         **filters: Any) -> list[Document]:
@@ -287,9 +287,16 @@ def _document(data: dict[str, Any]) -> Document:
     return Document(**{k: v for k, v in data.items() if k in known})
 
 
+def _hit(data: dict[str, Any]) -> Hit:
+    """A hit as the server answered it (fields a newer server adds, such as its snippet,
+    are not the library's)."""
+    known = Hit.__dataclass_fields__
+    return Hit(**{k: v for k, v in data.items() if k in known})
+
+
 def _answer(data: dict[str, Any]) -> Answer:
     return Answer(question=data["question"], text=data["answer"],
                   citations=[Citation(**c) for c in data["citations"]],
-                  passages=[Hit(**h) for h in data["passages"]], grounded=data["grounded"],
+                  passages=[_hit(h) for h in data["passages"]], grounded=data["grounded"],
                   removed_citations=data["removed_citations"],
                   invented=[int(n) for n in data.get("invented") or []], model=data["model"])
