@@ -1,4 +1,5 @@
-"""kreuzberg-surrealdb's API (``surrealdocs.faces.kreuzberg``) against the embedded engine.
+"""kreuzberg-surrealdb's API (``surrealdocs.faces.kreuzberg_surrealdb``) against the embedded
+engine.
 
 The README's examples run here as written, with ``AsyncSurreal("mem://")`` in place of a
 server. The fast hashing embedder stands in for a model wherever model quality is not under
@@ -25,7 +26,7 @@ from kreuzberg import (
 )
 from surrealdb import AsyncSurreal, RecordID, SurrealError
 
-import surrealdocs.faces.kreuzberg as compat
+import surrealdocs.faces.kreuzberg_surrealdb as compat
 import surrealdocs.kreuzberg_surrealdb as alias
 from surrealdocs import (
     ConfigurationError,

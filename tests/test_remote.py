@@ -27,7 +27,7 @@ from conftest import PATIENCE, SAMPLES
 from surrealdocs import KnowledgeBase, Settings, StoreError, SyncKnowledgeBase
 from surrealdocs.embed import get_embedder
 from surrealdocs.faces.cli import app
-from surrealdocs.faces.kreuzberg import DocumentPipeline
+from surrealdocs.faces.kreuzberg_surrealdb import DocumentPipeline
 from surrealdocs.faces.open_notebook import NotebookSearch
 from surrealdocs.parts.results import id_text
 from surrealdocs.store.connection import Store

@@ -1,7 +1,8 @@
 """kreuzberg-surrealdb's API on surrealdocs: change ``from kreuzberg_surrealdb import ...`` to
-``from surrealdocs.kreuzberg_surrealdb import ...``. See :mod:`surrealdocs.faces.kreuzberg`."""
+``from surrealdocs.kreuzberg_surrealdb import ...``. See
+:mod:`surrealdocs.faces.kreuzberg_surrealdb`."""
 
-from .faces.kreuzberg import (
+from .faces.kreuzberg_surrealdb import (
     AsyncSurrealQueryable,
     DimensionMismatchError,
     DocumentConnector,
