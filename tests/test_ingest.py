@@ -378,3 +378,14 @@ async def test_chunks_are_fitted_to_the_models_window() -> None:
                 assert {w for t in texts for w in t.split()} == set(long.split())
             else:
                 assert len(texts) == 1
+
+
+async def test_vectors_outside_the_graph_are_never_more_than_the_chunks(
+        kb: KnowledgeBase) -> None:
+    """Replacing a source's text many times writes many vectors, most of them deleted
+    since: the store holds its chunks' vectors only, and says no more wait for the graph."""
+    for version in range(6):
+        await kb.ingest_texts({"note://x": f"Version {version} of a short note about herons."})
+    stats = await kb.stats()
+    assert stats.chunks == 1
+    assert stats.vectors_outside_graph == 1

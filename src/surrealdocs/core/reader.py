@@ -215,7 +215,9 @@ class DocumentReader:
             chunks=chunks,
             sources=sources,
             mime_types=mime_types,
-            vectors_outside_graph=await self.storage.chunks.graphs.pending()
+            # the counter counts vectors written since the graph was built, also those
+            # deleted or replaced since: never more than the store holds
+            vectors_outside_graph=min(await self.storage.chunks.graphs.pending(), chunks)
             if self.settings.vectors else 0,
             notebooks=await self.storage.notebooks.count() if self.settings.chunked else 0,
             text_index=await self.storage.chunks.text_index_stats()
