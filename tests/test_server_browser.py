@@ -150,12 +150,17 @@ def test_page_upload_search_open(tmp_path: Path, browser: Any) -> None:
             By.CSS_SELECTOR, '.upload[data-name="storks.txt"][data-status="ingested"]'))
         assert len(d.find_elements(By.CSS_SELECTOR, '.upload[data-name="storks.txt"]')) == 1
 
-        # a notebook made on the page appears in both selectors
+        # a notebook made on the page appears in both selectors; the upload target stays
+        # what it was (it changed silently before), and the page says how to pick it
         d.find_element(By.ID, "new-notebook").click()
         d.find_element(By.ID, "notebook-name").send_keys("Waders", Keys.ENTER)
         until(d, lambda d: "Waders" in texts(d, "#notebooks .nb")[0] if texts(
             d, "#notebooks .nb") else False)
         assert "Waders" in [o.text for o in d.find_elements(By.CSS_SELECTOR, "#notebook option")]
+        assert "Waders" in [o.text for o in d.find_elements(
+            By.CSS_SELECTOR, "#upload-notebook option")]
+        assert d.find_element(By.ID, "upload-notebook").get_attribute("value") == ""
+        assert "Into notebook" in d.find_element(By.ID, "banner").text
 
         # search words (the text mode): "/" focuses the box; the little egret's passage
         # comes first, its words marked

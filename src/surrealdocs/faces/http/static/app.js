@@ -829,8 +829,8 @@
         const nb = await api("/v1/notebooks", { method: "POST", json: { name } });
         $("#notebook-name").value = "";
         $("#notebook-form").hidden = true;
-        await loadNotebooks();
-        $("#upload-notebook").value = nb.id;
+        await loadNotebooks();  // uploads keep going where they went: pick it to upload into it
+        banner(`Notebook “${nb.name}” created: choose it under “Into notebook” to upload into it.`);
         loadStats();
       } catch (err) { banner("Cannot create it: " + err.message, "error"); }
     });
