@@ -453,7 +453,15 @@ def test_page_asks_and_opens_a_citation(tmp_path: Path, browser: Any,
             d.find_element(By.ID, "file-input").send_keys(
                 "\n".join(str(files / n) for n in ("herons.md", "egrets.txt")))
             until(d, lambda d: stat(d, "Documents") == "2")
+            # the words of a search in the box: choosing Ask sends nothing to the model
+            d.find_element(By.CSS_SELECTOR, '.modes [data-mode="text"]').click()
+            d.find_element(By.ID, "q").send_keys("egret", Keys.ENTER)
+            until(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#results li .snippet"))
             d.find_element(By.CSS_SELECTOR, '.modes [data-mode="ask"]').click()
+            until(d, lambda d: "press Enter" in d.find_element(By.ID, "summary").text)
+            assert not model.requests
+            assert d.find_element(By.ID, "q").get_attribute("placeholder") \
+                == "Ask a question about your documents"
             d.find_element(By.ID, "q").send_keys("What colour are the little egret's feet?",
                                                  Keys.ENTER)
             until(d, lambda d: "tiny" in d.find_element(By.ID, "summary").text)
@@ -473,7 +481,10 @@ def test_page_asks_and_opens_a_citation(tmp_path: Path, browser: Any,
             d.find_element(By.ID, "viewer-body").send_keys(Keys.ESCAPE)
             until(d, lambda d: not d.find_element(By.ID, "viewer").get_attribute("open"))
 
-            # a follow-up in the same conversation: rewritten with the turn before it
+            # a follow-up in the same conversation, said to be one: rewritten with the turn
+            # before it
+            until(d, lambda d: d.find_element(By.ID, "follow-up").is_displayed())
+            assert "follow-up" in d.find_element(By.ID, "q").get_attribute("placeholder")
             model.script = ["What colour are a little egret's legs?", "Black legs [1]."]
             box = d.find_element(By.ID, "q")
             box.clear()

@@ -135,6 +135,17 @@
     for (const b of document.querySelectorAll(".modes button")) {
       b.setAttribute("aria-checked", String(b.dataset.mode === mode));
     }
+    showAskPrompt();
+  }
+  // What the box asks for: in Ask mode within a conversation, a follow-up is read with
+  // the questions before it (said, not silently done).
+  function showAskPrompt() {
+    const box = $("#q");
+    const following = state.mode === "ask" && state.session && (state.turns.length || state.lastTurn);
+    box.placeholder = state.mode !== "ask" ? "Search your documents"
+      : following ? "A follow-up: read with this conversation's questions (New conversation to start over)"
+        : "Ask a question about your documents";
+    $("#follow-up").hidden = !following;
   }
   function syncUrl(q) {
     const params = new URLSearchParams();
@@ -290,6 +301,7 @@
     if (session) {  // the turn is kept: the list shows it (also if a new conversation began)
       if (state.session === session) state.lastTurn = { question: state.asked, answer: result.answer };
       loadChats();
+      showAskPrompt();
     }
     state.hits = result.passages;
     renderAnswerText(result.answer, result.passages);
@@ -590,6 +602,7 @@
     state.turns = chat.turns.map((t) => ({ question: t.question, answer: t.answer }));
     state.lastTurn = null;
     renderTurns();
+    showAskPrompt();
     $("#empty").hidden = true;
     $("#results").replaceChildren();
     $("#answer").hidden = true;
@@ -779,7 +792,16 @@
   function wire() {
     $("#search-form").addEventListener("submit", (e) => { e.preventDefault(); search(); });
     for (const b of document.querySelectorAll(".modes button")) {
-      b.addEventListener("click", () => { setMode(b.dataset.mode); if ($("#q").value.trim()) search(); });
+      b.addEventListener("click", () => {
+        setMode(b.dataset.mode);
+        if (b.dataset.mode === "ask") {  // a question is asked, not the last search's words
+          $("#answer").hidden = true;
+          $("#summary").textContent = "Type a question, then press Enter to ask the model.";
+          $("#q").focus(); $("#q").select();
+          return;
+        }
+        if ($("#q").value.trim()) search();
+      });
     }
     $("#notebook").addEventListener("change", () => { renderNotebooks(); loadDocuments(); if ($("#q").value.trim()) search(); });
     $("#documents-more").addEventListener("click", () => loadDocuments(true));
@@ -788,6 +810,7 @@
     $("#new-conversation").addEventListener("click", () => {
       state.session = null; state.turns = []; state.lastTurn = null;
       renderTurns();
+      showAskPrompt();
       $("#answer").hidden = true;
       $("#q").value = ""; $("#q").focus();
     });
