@@ -280,3 +280,23 @@ async def test_scores_are_0_to_1_in_every_mode(corpus: KnowledgeBase) -> None:
     await corpus.ingest_texts({"note://saturated": " ".join(["volcano lava eruption"] * 40)})
     (top, *_) = await corpus.search("volcano lava eruption", mode="text", limit=1)
     assert top.source == "note://saturated" and 0.8 < top.text_score <= 1.0
+
+
+async def test_a_passage_two_files_share_is_one_hit(open_kb: StoreFactory) -> None:
+    """The same paragraph in two files comes back once, by its best hit; the search still
+    gives as many distinct passages as asked for, and per document both files count."""
+    kb = await open_kb(chunk_size=60, chunk_overlap=0)
+    shared = "Grey herons nest in tall colonies near lakes."
+    await kb.ingest_texts({
+        "a.md": f"{shared}\n\nThe first file tells of reed beds and frogs.",
+        "b.md": f"{shared}\n\nThe second file tells of herons fishing at dawn.",
+        "c.md": "Herons stand still in shallow water for a long time."})
+    for mode in ("text", "vector", "hybrid"):
+        hits = await kb.search("grey herons nest in colonies", mode=mode, limit=3,
+                               cutoff=False)
+        texts = [" ".join(h.content.split()) for h in hits]
+        assert texts.count(shared) == 1, (mode, texts)
+        assert len(set(texts)) == len(texts) == 3, (mode, texts)
+    per_document = await kb.search("grey herons nest in colonies", mode="text", limit=3,
+                                   per_document=True, cutoff=False)
+    assert {h.source for h in per_document if shared in h.content} == {"a.md", "b.md"}

@@ -34,13 +34,14 @@ from ..parts.results import Hit, id_text
 from ..store.chunks import is_visible
 from ..store.documents import record_id
 from ..store.legs import Legs
-from .search_request import MODES, SearchRequest
+from .search_request import MAX_RESULTS, MODES, SearchRequest
 
 __all__ = ["MODES", "NOTHING_RELEVANT", "Filters", "Hit", "Searcher", "common_words_only",
            "glob_to_regex",
            "query_terms", "query_words", "search_notice"]
 
 MAX_FETCH = 10_000  # most chunks one leg fetches while collecting distinct documents
+DUPLICATE_ROOM = 10  # hits fetched beyond the limit, for passages shown twice
 BONUS_CHUNKS = 2  # a document's chunks after its best that add to its score (with a bonus)
 
 # The analyzer's `class` tokenizer splits runs of letters from runs of digits ("r2d2" is
@@ -168,17 +169,25 @@ class Searcher:
         The legs do not check that each chunk is visible (its document complete, its
         generation current): that costs a read of the document per candidate, and a chunk
         is invisible only while it is being written or replaced. The final hits are
-        checked; if one is not visible, the search runs again checking every candidate."""
+        checked; if one is not visible, the search runs again checking every candidate.
+
+        A passage whose text an earlier hit shows already (the same paragraph in two files)
+        is shown once, by its best hit; the legs fetch some more so that ``limit`` distinct
+        passages remain (per document, every hit is another document, and each counts)."""
         shown, all_visible = await self._show(await self._fused(request, filters, embedded,
                                                                 careful=False))
         if not all_visible:
             shown, _ = await self._show(await self._fused(request, filters, embedded,
                                                           careful=True))
-        return shown
+        if not request.per_document:
+            shown = _distinct_texts(shown)
+        return shown[:request.limit]
 
     async def _fused(self, request: SearchRequest, filters: Filters, embedded: _Embedded,
                      careful: bool) -> list[Hit]:
-        limit, vector = request.limit, embedded.vector
+        vector = embedded.vector
+        limit = request.limit if request.per_document \
+            else min(request.limit + min(request.limit, DUPLICATE_ROOM), MAX_RESULTS)
         if request.mode == "text":
             return (await self._leg_text(request, filters, limit, careful))[:limit]
         assert vector is not None
@@ -320,6 +329,18 @@ class Searcher:
         for rank, hit in enumerate(hits, 1):
             hit.vector_rank, hit.vector_score = rank, hit.score
         return hits
+
+
+def _distinct_texts(hits: list[Hit]) -> list[Hit]:
+    """The hits without those whose text (whitespace aside) an earlier hit has."""
+    seen: set[str] = set()
+    out = []
+    for hit in hits:
+        text = " ".join(hit.content.split())
+        if text not in seen:
+            seen.add(text)
+            out.append(hit)
+    return out
 
 
 def _depth(request: SearchRequest) -> int:
