@@ -228,3 +228,41 @@ def test_ingest_goes_through_the_server_that_holds_the_store(tmp_path: Path,
         hits = httpx.get(url + "/v1/search", params={"query": "storks nest", "mode": "text"})
         assert hits.json()["hits"][0]["source"] == "upload://notes/birds/storks.md"
         assert httpx.get(url + "/v1/stats").json()["documents"] == 2  # replaced, not copied
+
+
+def test_notebook_commands_and_add_go_through_the_server(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """Issue 43: while `serve` runs, `notebook create|list|show|delete` and `add` work with
+    --server as they do on a store of their own (they said the store was locked before)."""
+    folder = tmp_path / "birds"
+    folder.mkdir()
+    (folder / "storks.md").write_text("# Storks\n\nWhite storks nest on roofs.")
+    monkeypatch.chdir(tmp_path)
+    with served(tmp_path, "--db", str(tmp_path / "db")) as (proc, url):
+        wait_ready_process(proc, url)
+        runner = CliRunner()
+        made = runner.invoke(app, ["notebook", "create", "Waders", "--description", "tall",
+                                   "--server", url, "--json"])
+        assert made.exit_code == 0, made.output
+        assert json.loads(made.stdout)["name"] == "Waders"
+        added = runner.invoke(app, ["add", "Birds", "birds", "--topic", "rookery",
+                                    "--server", url, "--json"])  # Birds made on use
+        assert added.exit_code == 0, added.output
+        assert json.loads(added.stdout)["counts"]["ingested"] == 1
+        listed = json.loads(runner.invoke(app, ["notebook", "list", "--server", url,
+                                                "--json"]).stdout)
+        assert {nb["name"]: nb["source_count"] for nb in listed} == {"Waders": 0, "Birds": 1}
+        shown = runner.invoke(app, ["notebook", "show", "Birds", "--server", url, "--json"])
+        assert shown.exit_code == 0, shown.output
+        (source,) = json.loads(shown.stdout)["sources"]
+        assert source["source"] == "upload://birds/storks.md" and source["topics"] == ["rookery"]
+        hits = runner.invoke(app, ["search", "storks", "--mode", "text", "--notebook", "Birds",
+                                   "--server", url, "--json"])
+        assert json.loads(hits.stdout)[0]["source"] == "upload://birds/storks.md"
+        gone = runner.invoke(app, ["notebook", "delete", "Waders", "--server", url])
+        assert gone.exit_code == 0, gone.output
+        left = json.loads(runner.invoke(app, ["notebook", "list", "--server", url,
+                                              "--json"]).stdout)
+        assert [nb["name"] for nb in left] == ["Birds"]
+

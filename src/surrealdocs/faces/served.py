@@ -1,8 +1,9 @@
 """The command line's way to a store that ``surrealdocs serve`` holds (an embedded store is
 locked by the process that opened it): with ``--server URL`` (``SURREALDOCS_SERVER``) and
 a key (``--key``, ``SURREALDOCS_KEY``) the commands that read, ask and delete go to the
-server's HTTP API and print what they print on a store of their own. Commands that need
-the store itself (ingest, sync, notebooks, keys…) say so.
+server's HTTP API and print what they print on a store of their own: reading, searching,
+asking, deleting, ingesting (files uploaded), the notebook commands and ``add``. Commands
+that need the store itself (sync, keys, reembed…) say so.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from urllib.parse import quote
 import httpx
 
 from ..core.answer import Answer, Citation
+from ..core.notebook_service import Note, Notebook, Source
 from ..core.search_request import SearchRequest
 from ..errors import ConfigurationError, NotFoundError, StoreError
 from ..parts.discover import discover_paths
@@ -45,6 +47,7 @@ class ServedKnowledgeBase:
         self.url = url
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.AsyncClient(base_url=url, headers=headers, timeout=TIMEOUT)
+        self.notebooks = ServedNotebooks(self)
 
     async def __aenter__(self) -> ServedKnowledgeBase:
         try:
@@ -160,7 +163,9 @@ class ServedKnowledgeBase:
     async def ingest(self, paths: Sequence[str | Path], *, glob: str = "**/*",
                      force: bool = False, retry_failed: bool = False,
                      on_result: Callable[[FileResult], Any] | None = None,
-                     on_discovered: Callable[[int], None] | None = None) -> IngestReport:
+                     on_discovered: Callable[[int], None] | None = None,
+                     notebook: str | None = None,
+                     topics: Sequence[str] = ()) -> IngestReport:
         """Upload the files of ``paths`` (directories expanded with ``glob``) to the
         server, each as ``upload://`` + its path relative to this directory (a file that
         was uploaded before under that name is replaced, the same bytes are unchanged),
@@ -174,17 +179,22 @@ class ServedKnowledgeBase:
         for result in results:
             if on_result:
                 on_result(result)
+        filed: dict[str, Any] = {"notebook": notebook} if notebook else {}
+        if topics:
+            filed["topic"] = list(topics)
         for batch in _batches(found.files):
-            results += await self._upload(batch, force, on_result)
+            results += await self._upload(batch, force, on_result, filed)
         return IngestReport(results=results, seconds=time.monotonic() - started)
 
     async def _upload(self, files: list[Path], force: bool,
-                      on_result: Callable[[FileResult], Any] | None) -> list[FileResult]:
+                      on_result: Callable[[FileResult], Any] | None,
+                      filed: dict[str, Any] | None = None) -> list[FileResult]:
         with contextlib.ExitStack() as stack:
             parts = [("files", (upload_name(path), stack.enter_context(open(path, "rb"))))
                      for path in files]
             answer = await self._call("POST", "/v1/uploads", files=parts, timeout=UPLOAD_TIMEOUT,
-                                      data={"replace": "true", "force": str(force).lower()})
+                                      data={"replace": "true", "force": str(force).lower(),
+                                            **(filed or {})})
         job = str(answer["job"]["id"])
         seen = 0
         while True:
@@ -300,3 +310,76 @@ def _answer(data: dict[str, Any]) -> Answer:
                   passages=[_hit(h) for h in data["passages"]], grounded=data["grounded"],
                   removed_citations=data["removed_citations"],
                   invented=[int(n) for n in data.get("invented") or []], model=data["model"])
+
+
+class ServedNotebooks:
+    """The calls of ``kb.notebooks`` the command line makes (create, list, show, delete,
+    ``add``), over a server's ``/v1/notebooks`` and uploads."""
+
+    def __init__(self, served: ServedKnowledgeBase) -> None:
+        self._served = served
+
+    async def create_notebook(self, name: str, description: str = "") -> Notebook:
+        return _notebook(await self._served._call(
+            "POST", "/v1/notebooks", json={"name": name, "description": description}))
+
+    async def list_notebooks(self) -> list[Notebook]:
+        data = await self._served._call("GET", "/v1/notebooks")
+        return [_notebook(nb) for nb in data["notebooks"]]
+
+    async def get_notebook(self, ref: Any) -> Notebook:
+        return _notebook(await self._shown(ref))
+
+    async def for_writing(self, ref: Any) -> Notebook:
+        """The notebook ``ref``, made when there is none of that name."""
+        try:
+            return await self.get_notebook(ref)
+        except NotFoundError:
+            return await self.create_notebook(str(ref))
+
+    async def sources(self, notebook: Notebook | Any) -> list[Source]:
+        data = await self._shown(_ref(notebook), limit=1000)
+        return [Source(title=d.get("title"), topics=list(d.get("topics") or []), id=d["id"],
+                       created=d.get("ingested_at"), updated=d.get("updated_at"),
+                       chunk_count=int(d.get("chunk_count") or 0), source=d.get("source"),
+                       mime_type=d.get("mime_type")) for d in data["sources"]]
+
+    async def notes(self, notebook: Notebook | Any) -> list[Note]:
+        data = await self._shown(_ref(notebook))
+        return [Note(title=n.get("title") or "", content=n.get("content") or "",
+                     embedded=bool(n.get("embedded")), id=n.get("id"),
+                     created=n.get("created"), updated=n.get("updated"))
+                for n in data.get("notes") or []]
+
+    async def delete_notebook(self, notebook: Notebook | Any, *,
+                              delete_exclusive_sources: bool = False) -> None:
+        await self._served._call(
+            "DELETE", f"/v1/notebooks/{_path(_ref(notebook))}",
+            params={"delete_sources": str(delete_exclusive_sources).lower()})
+
+    async def add_paths(self, notebook: Notebook | Any, paths: Sequence[str | Path], *,
+                        topics: Sequence[str] = (), glob: str = "**/*") -> IngestReport:
+        """Upload files into the notebook, as ``ingest`` uploads them."""
+        return await self._served.ingest(list(paths), glob=glob, notebook=_ref(notebook),
+                                         topics=topics)
+
+    async def _shown(self, ref: Any, limit: int = 1) -> dict[str, Any]:
+        data: dict[str, Any] = await self._served._call(
+            "GET", f"/v1/notebooks/{_path(str(ref))}", params={"limit": limit})
+        return data
+
+
+def _ref(notebook: Notebook | Any) -> str:
+    return str(notebook.id) if isinstance(notebook, Notebook) else str(notebook)
+
+
+def _path(ref: str) -> str:
+    return quote(ref, safe=":")
+
+
+def _notebook(data: dict[str, Any]) -> Notebook:
+    count = data.get("source_count")
+    return Notebook(name=data["name"], description=data.get("description") or "",
+                    archived=bool(data.get("archived")), id=data["id"],
+                    created=data.get("created"), updated=data.get("updated"),
+                    source_count=int(count) if count is not None else None)
