@@ -309,9 +309,14 @@ def test_the_progress_bar_names_the_files_in_progress(monkeypatch: pytest.Monkey
         task = bar.progress.tasks[0]
         assert task.description == "war-and-peace.txt" and task.completed == 1
         assert task.fields["chunks"].startswith("4 chunks (")
+        # each file's long step is named as it begins, then the store's own
+        on_result.step("/docs/war-and-peace.txt", "embedding 5,226 chunks")  # type: ignore
+        assert bar.progress.tasks[0].description == "war-and-peace.txt: embedding 5,226 chunks"
         on_result(FileResult("/docs/war-and-peace.txt", "ingested", chunks=5226))
         assert bar.progress.tasks[0].fields["chunks"].startswith("5,230 chunks")
         assert bar.progress.tasks[0].description == ""
+        on_result.step("", "building the vector graph")  # type: ignore[attr-defined]
+        assert bar.progress.tasks[0].description == "building the vector graph"
 
 
 def test_the_watch_status_line_counts_what_the_last_pass_did() -> None:

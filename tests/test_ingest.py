@@ -12,7 +12,7 @@ import pytest
 
 import surrealdocs.core.ingest as ingest_module
 import surrealdocs.parts.extract as extract_module
-from conftest import SAMPLES
+from conftest import SAMPLES, StoreFactory
 from surrealdocs import ConfigurationError, KnowledgeBase, Settings, StoreError
 from surrealdocs.embed.hashing import HashingEmbedder
 from surrealdocs.store.chunks import ChunkStorage
@@ -389,3 +389,26 @@ async def test_vectors_outside_the_graph_are_never_more_than_the_chunks(
     stats = await kb.stats()
     assert stats.chunks == 1
     assert stats.vectors_outside_graph == 1
+
+
+async def test_progress_is_told_each_long_step_as_it_begins(open_kb: StoreFactory,
+                                                             tmp_path: Path) -> None:
+    """Issue 43: a progress display learns what each file is doing (extracting, embedding
+    its chunks, writing) and when the vector graph is built, not only when a file ends."""
+    kb = await open_kb(rebuild_threshold=1, rebuild_fraction=0.0)
+    for name in ("a.md", "b.md"):
+        (tmp_path / name).write_text(f"# {name}\n\nHerons wade in {name} water.")
+    steps: list[tuple[str, str]] = []
+
+    def on_result(result: Any) -> None:
+        steps.append((result.source, "done"))
+
+    on_result.started = lambda source: steps.append((source, "started"))  # type: ignore
+    on_result.step = lambda source, name: steps.append((source, name))  # type: ignore
+    report = await kb.ingest([tmp_path], on_result=on_result)
+    assert report.counts["ingested"] == 2 and report.index_rebuilt
+    for name in ("a.md", "b.md"):
+        source = str(tmp_path / name)
+        assert [s for src, s in steps if src == source] == [
+            "started", "extracting", "embedding 1 chunk", "writing", "done"]
+    assert steps[-1] == ("", "building the vector graph")

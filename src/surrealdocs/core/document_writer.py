@@ -73,7 +73,11 @@ class DocumentWriter:
 
     async def store_document(self, key: str, file_hash: str, size: int,
                               mtime_ns: int | None, doc: Extracted,
-                              previous: dict[str, Any] | None) -> FileResult:
+                              previous: dict[str, Any] | None,
+                              on_step: Callable[[str], None] | None = None) -> FileResult:
+        """Store a document from ``key`` (see :meth:`_write_new`); ``on_step`` is told the
+        long steps as they begin (``embedding N chunks``, ``writing``)."""
+        step = on_step or (lambda name: None)
         documents = self.storage.documents
         content_hash = sha256(doc.content)
         doc_id = documents.document_id(content_hash)
@@ -99,8 +103,10 @@ class DocumentWriter:
                 # a source with no record when the ingest began has no version to move
                 # chunks from (one written meanwhile is replaced whole, as after retries)
                 plan = await self._plan(key, doc, doc_id, known,
-                                        moves=previous is not None and stale < STALE_RETRIES)
+                                        moves=previous is not None and stale < STALE_RETRIES,
+                                        on_step=step)
                 embedded += plan.embedded
+            step("writing")
             async with self.store.write_lock:
                 if plan.moves and await documents.sole_source_document(key) != \
                         (plan.old, plan.old_generation):
@@ -119,7 +125,8 @@ class DocumentWriter:
                               embedded=embedded)
 
     async def _plan(self, key: str, doc: Extracted, doc_id: RecordID,
-                    known: dict[str, Any], *, moves: bool = True) -> _ChunkPlan:
+                    known: dict[str, Any], *, moves: bool = True,
+                    on_step: Callable[[str], None] = lambda name: None) -> _ChunkPlan:
         """Which chunks of a new document are embedded, and which come from the store.
 
         A chunk whose text the source's previous version has (when that version goes away
@@ -131,6 +138,8 @@ class DocumentWriter:
         chunks = doc.chunks
         if not self.settings.chunked:
             plan.insert = list(chunks)
+            if self.embedding is not None and chunks:
+                on_step(_embedding_step(len(chunks)))
             plan.vectors = await self._embed([c.embedding_input for c in chunks])
             plan.embedded = len(chunks) if self.embedding else 0
             return plan
@@ -158,6 +167,7 @@ class DocumentWriter:
             known.update(await storage.chunks.vectors_by_hash(missing))
         missing = [h for h in wanted if h not in known]
         if missing:
+            on_step(_embedding_step(len(missing)))
             known.update(zip(missing, await self._embed([wanted[h] for h in missing])))
             plan.embedded = len(missing)
         plan.vectors = [known[hash_of[id(c)]] for c in plan.insert]
@@ -303,3 +313,7 @@ class DocumentWriter:
             statements += self.storage.chunks.inherit_statements(
                 doc, notebooks, moved_from=moved_from, inserted=inserted)
         return statements
+
+
+def _embedding_step(n: int) -> str:
+    return f"embedding {n:,} chunk{'' if n == 1 else 's'}"

@@ -39,7 +39,9 @@ from .document_writer import DocumentWriter
 __all__ = ["STATUSES", "FileResult", "IngestReport", "Ingestor", "ProgressCallback", "sha256"]
 
 # Called with each source's result as it is done. A callback with a ``started(source)``
-# method is also told when each source starts (a progress display shows what is in flight).
+# method is also told when each source starts (a progress display shows what is in flight),
+# one with a ``step(source, name)`` method each long step of a source as it begins
+# (extracting, embedding N chunks, writing), and, with source "", the vector graph's build.
 ProgressCallback = Callable[[FileResult], None]
 
 # A modification time this recent (or in the future) is not recorded: a file changed again
@@ -121,7 +123,7 @@ class Ingestor:
                 on_result(r)
         sources = [_Source(key=str(p), path=p) for p in files]
         report.results.extend(await self._run(sources, force, retry_failed, on_result))
-        report.index_rebuilt = await self.rebuild_if_due()
+        report.index_rebuilt = await self.rebuild_if_due(on_result)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -141,7 +143,7 @@ class Ingestor:
             # resolved now, as a path the caller named; read later without following links
             sources.append(_Source(key=key, path=Path(path).expanduser().resolve()))
         report = IngestReport(results=await self._run(sources, force, retry_failed, on_result))
-        report.index_rebuilt = await self.rebuild_if_due()
+        report.index_rebuilt = await self.rebuild_if_due(on_result)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -184,7 +186,7 @@ class Ingestor:
                 group = []
         if group:
             report.results.extend(await self._run(group, force, retry_failed, on_result))
-        report.index_rebuilt = await self.rebuild_if_due()
+        report.index_rebuilt = await self.rebuild_if_due(on_result)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -204,10 +206,14 @@ class Ingestor:
         if vectors and self.settings.vectors:
             await chunks.graphs.rebuild_if_due(force=True)
 
-    async def rebuild_if_due(self) -> bool:
+    async def rebuild_if_due(self, on_result: ProgressCallback | None = None) -> bool:
         """Build the HNSW graphs in which enough new vectors wait (the shared one, and the
-        notebooks' that a changed source carried vectors into)."""
-        rebuilt = await self.storage.chunks.graphs.rebuild_if_due()
+        notebooks' that a changed source carried vectors into); a progress callback with a
+        ``step`` method is told when the shared graph's build begins."""
+        stepped = getattr(on_result, "step", None)
+        rebuilt = await self.storage.chunks.graphs.rebuild_if_due(
+            on_build=(lambda: stepped("", "building the vector graph"))
+            if stepped is not None else None)
         for notebook in sorted(self.writer.touched_notebooks, key=str):
             await self.storage.chunks.graphs.rebuild_notebook_if_due(notebook)
         self.writer.touched_notebooks.clear()
@@ -222,14 +228,16 @@ class Ingestor:
         in_flight = asyncio.Semaphore(self.settings.extract_concurrency * 4)
 
         started = getattr(on_result, "started", None)
+        stepped = getattr(on_result, "step", None)
 
         async def one(src: _Source) -> FileResult:
             async with in_flight:
                 if started is not None:
                     started(src.key)
                 t0 = time.perf_counter()
-                result = await self._ingest_one(src, previous.get(src.key), force,
-                                                retry_failed)
+                result = await self._ingest_one(
+                    src, previous.get(src.key), force, retry_failed,
+                    (lambda name: stepped(src.key, name)) if stepped is not None else None)
                 result.seconds = time.perf_counter() - t0
             if on_result:
                 on_result(result)
@@ -243,7 +251,8 @@ class Ingestor:
         return [done[i] for i in range(len(sources))]
 
     async def _ingest_one(self, src: _Source, previous: dict[str, Any] | None, force: bool,
-                          retry_failed: bool) -> FileResult:
+                          retry_failed: bool,
+                          on_step: Callable[[str], None] | None = None) -> FileResult:
         limit = self.settings.max_file_bytes
         async with self._extract_slots:
             if src.data is None:
@@ -278,6 +287,8 @@ class Ingestor:
                                       document_id=id_text(doc) if doc else None,
                                       reason=previous.get("error") if failed_before else None,
                                       last_status=previous["status"])
+            if on_step is not None:
+                on_step("extracting")
             if src.path is not None:
                 outcome = await extract_file(src.path, self.settings, source=src.key,
                                              data=src.data)
@@ -301,7 +312,7 @@ class Ingestor:
                     src.key, file_hash, size, outcome.kind, outcome.reason, src.mtime_ns)
             return FileResult(src.key, outcome.kind, reason=outcome.reason)
         return await self.writer.store_document(src.key, file_hash, size, src.mtime_ns,
-                                                outcome, previous)
+                                                outcome, previous, on_step)
 
     async def chunks_of(self, content: str, page_starts: Any = None,
                         headings: Any = None) -> list[Chunk]:

@@ -263,7 +263,8 @@ def ingest(
 class _ingest_progress:
     """A progress bar over the files of one ingest (not shown for JSON or when piped): files
     done of all, chunks written and their rate, time spent and left, and the files in
-    progress (not the last one finished: a long book shows while it is embedded)."""
+    progress with the step each is in (not the last one finished: a long book shows while
+    it is embedded), then the vector graph's build."""
 
     def __init__(self, quiet: bool, label: str = "ingest") -> None:
         self.progress = Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
@@ -272,7 +273,7 @@ class _ingest_progress:
                                  TextColumn("{task.description}"), console=err_console,
                                  disable=quiet or not err_console.is_terminal)
         self.task = self.progress.add_task("", total=None, chunks="")
-        self.running: dict[str, None] = {}
+        self.running: dict[str, str] = {}  # source -> the step it is in
         self.chunks = 0
         self.started_at = time.monotonic()
 
@@ -288,14 +289,23 @@ class _ingest_progress:
             self._show(advance=1)
 
         def started(source: str) -> None:
-            self.running[source] = None
+            self.running[source] = ""
+            self._show()
+
+        def step(source: str, name: str) -> None:
+            if not source:  # the store's own step, once the files are in
+                self.running = {"": name}
+            elif source in self.running:
+                self.running[source] = name
             self._show()
 
         on_result.started = started  # type: ignore[attr-defined]
+        on_result.step = step  # type: ignore[attr-defined]
         return on_discovered, on_result
 
     def _show(self, advance: int = 0) -> None:
-        names = [Path(s).name[:30] for s in self.running]
+        names = [f"{Path(s).name[:30]}: {step}" if s and step else Path(s).name[:30] or step
+                 for s, step in self.running.items()]
         doing = ", ".join(names[:2]) + (f" +{len(names) - 2}" if len(names) > 2 else "")
         rate = self.chunks / max(time.monotonic() - self.started_at, 1e-9)
         chunks = f"{self.chunks:,} chunks ({rate:,.0f}/s)" if self.chunks else ""

@@ -99,12 +99,15 @@ class VectorGraphs:
                                           {"k": self.pending_key(table)})
         return int((state or {}).get("pending_vectors") or 0)
 
-    async def rebuild_if_due(self, *, force: bool = False) -> bool:
+    async def rebuild_if_due(self, *, force: bool = False,
+                             on_build: Callable[[], None] | None = None) -> bool:
         """Build the shared HNSW graph when enough vectors wait in the engine's exact-scan
-        queue (or with ``force``). Returns whether it was built."""
+        queue (or with ``force``); ``on_build`` is told when a build begins. Returns whether
+        it was built."""
         if not self.settings.vectors:
             return False
-        return await self._rebuild(self.names.hnsw_index, self.vector_table, None, force)
+        return await self._rebuild(self.names.hnsw_index, self.vector_table, None, force,
+                                   on_build)
 
     async def rebuild_notebook_if_due(self, notebook: RecordID, *, force: bool = False) -> bool:
         """The same for one notebook's vector table."""
@@ -125,7 +128,7 @@ class VectorGraphs:
         return pending >= self.settings.rebuild_fraction * in_graph
 
     async def _rebuild(self, index: str, table: str, pending_of: str | None,
-                       force: bool) -> bool:
+                       force: bool, on_build: Callable[[], None] | None = None) -> bool:
         if not force and not await self._due(table, await self.pending(pending_of)):
             return False
         async with self.store.write_lock:
@@ -137,6 +140,8 @@ class VectorGraphs:
                 "UPSERT $k SET pending_vectors = math::max([(pending_vectors OR 0) - $seen,"
                 " 0]), rebuilt_at = time::now() RETURN NONE;",
                 {"k": self.pending_key(pending_of), "seen": seen})
+            if on_build is not None:
+                on_build()
             self._building.add(index)
             try:
                 if self.store.embedded:
