@@ -172,29 +172,39 @@ class Searcher:
         checked; if one is not visible, the search runs again checking every candidate.
 
         A passage whose text an earlier hit shows already (the same paragraph in two files)
-        is shown once, by its best hit; the legs fetch some more so that ``limit`` distinct
-        passages remain (per document, every hit is another document, and each counts)."""
-        shown, all_visible = await self._show(await self._fused(request, filters, embedded,
-                                                                careful=False))
-        if not all_visible:
-            shown, _ = await self._show(await self._fused(request, filters, embedded,
-                                                          careful=True))
-        if not request.per_document:
-            shown = _distinct_texts(shown)
-        return shown[:request.limit]
+        is shown once, by its best hit: the legs fetch some more than ``limit``, and more
+        again while duplicates leave fewer than ``limit`` distinct passages (per document,
+        every hit is another document, and each counts)."""
+        limit = request.limit
+        fetch = limit if request.per_document else min(limit + min(limit, DUPLICATE_ROOM),
+                                                      MAX_RESULTS)
+        first = True
+        while True:
+            shown, all_visible = await self._show(await self._fused(
+                request, filters, embedded, fetch, careful=False, first=first))
+            if not all_visible:
+                shown, _ = await self._show(await self._fused(
+                    request, filters, embedded, fetch, careful=True, first=first))
+            if request.per_document:
+                return shown[:limit]
+            distinct = _distinct_texts(shown)
+            if len(distinct) >= limit or len(shown) < fetch or fetch >= MAX_RESULTS:
+                return distinct[:limit]
+            fetch, first = min(fetch * 4, MAX_RESULTS), False
 
     async def _fused(self, request: SearchRequest, filters: Filters, embedded: _Embedded,
-                     careful: bool) -> list[Hit]:
+                     fetch: int, *, careful: bool, first: bool) -> list[Hit]:
+        """The first ``fetch`` hits of the legs (fused in a hybrid search, whose legs give
+        ``candidates`` hits each, or ``fetch`` once duplicates called for more: ``first``
+        false)."""
         vector = embedded.vector
-        limit = request.limit if request.per_document \
-            else min(request.limit + min(request.limit, DUPLICATE_ROOM), MAX_RESULTS)
         if request.mode == "text":
-            return (await self._leg_text(request, filters, limit, careful))[:limit]
+            return (await self._leg_text(request, filters, fetch, careful))[:fetch]
         assert vector is not None
         if request.mode == "vector":
-            return (await self._leg_vector(request, filters, vector, limit, careful))[:limit]
-        depth = _depth(request)
-        if embedded.text_first is not None and not careful:
+            return (await self._leg_vector(request, filters, vector, fetch, careful))[:fetch]
+        depth = _depth(request) if first else max(_depth(request), fetch)
+        if embedded.text_first is not None and first and not careful:
             text_hits = embedded.text_first
             vector_hits = await self._leg_vector(request, filters, vector, depth, careful)
         else:
@@ -206,7 +216,7 @@ class Searcher:
         hits = fuse(text_hits, vector_hits, limit=len(text_hits) + len(vector_hits),
                     method=request.fusion, k=request.rrf_k, weights=weights,
                     per_document=request.per_document)
-        return hits[:limit]
+        return hits[:fetch]
 
     def _cut(self, hits: list[Hit], request: SearchRequest) -> list[Hit]:
         """The hits the cut-off and ``min_score`` keep."""
