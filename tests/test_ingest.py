@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -12,7 +13,7 @@ import pytest
 
 import surrealdocs.core.ingest as ingest_module
 import surrealdocs.parts.extract as extract_module
-from conftest import SAMPLES, StoreFactory
+from conftest import PATIENCE, SAMPLES, StoreFactory
 from surrealdocs import ConfigurationError, KnowledgeBase, Settings, StoreError
 from surrealdocs.embed.hashing import HashingEmbedder
 from surrealdocs.store.chunks import ChunkStorage
@@ -412,3 +413,38 @@ async def test_progress_is_told_each_long_step_as_it_begins(open_kb: StoreFactor
         assert [s for src, s in steps if src == source] == [
             "started", "extracting", "embedding 1 chunk", "writing", "done"]
     assert steps[-1] == ("", "building the vector graph")
+
+
+async def test_a_running_ingest_job_says_what_each_file_is_doing(open_kb: StoreFactory,
+                                                                  tmp_path: Path) -> None:
+    """Issue 43: an ingest job's progress (the API's job stream, the page) names the step
+    of each file in flight, as the command line's bar does, not only the files done."""
+    import threading
+
+    kb = await open_kb()
+    (tmp_path / "herons.md").write_text("Grey herons wade in shallow water.")
+    release = threading.Event()
+    embed = kb.embedder.embed_documents  # type: ignore[union-attr]
+
+    def held(texts: Any) -> Any:  # the model waits until the test has seen the step
+        release.wait(PATIENCE)
+        return embed(texts)
+
+    kb.embedder.embed_documents = held  # type: ignore[union-attr,method-assign]
+    job = await kb.ingest_jobs.submit([("upload://herons.md", tmp_path / "herons.md")])
+    seen: list[dict[str, str]] = []
+    deadline = asyncio.get_running_loop().time() + PATIENCE
+    while asyncio.get_running_loop().time() < deadline:
+        doing = ((await kb.jobs.get(job.id)).result or {}).get("doing") or {}
+        if doing and doing not in seen:
+            seen.append(doing)
+        if doing.get("upload://herons.md") == "embedding 1 chunk":
+            break
+        await asyncio.sleep(0.05)
+    release.set()
+    assert seen[-1] == {"upload://herons.md": "embedding 1 chunk"}, seen
+    assert {step for d in seen for step in d.values()} <= {
+        "reading", "extracting", "embedding 1 chunk"}
+    finished = await job.wait(timeout=PATIENCE)
+    assert finished.status == "done", finished.error
+    assert finished.result["counts"]["ingested"] == 1

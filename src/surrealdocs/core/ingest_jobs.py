@@ -10,7 +10,9 @@ they are and left alone).
   its process died is queued again when the store is reopened), and so do its files, which
   stay on disk until the job is done or failed; then their folder is removed.
 - Progress is reported per file: ``job.progress`` is the fraction of files done and
-  ``job.result`` holds ``{"files": N, "done": k, "results": [FileResult, ...]}``; the
+  ``job.result`` holds ``{"files": N, "done": k, "results": [FileResult, ...], "doing":
+  {source: step}}`` (the files in flight and their step: reading, extracting, embedding N
+  chunks, writing; ``""``: building the vector graph); the
   finished job's result is the ingest report (``IngestReport.to_dict()``) plus the notebook
   and topics the documents were filed under.
 """
@@ -54,6 +56,8 @@ def is_upload_folder(folder: Path) -> bool:
     never a link)."""
     return (FOLDER_NAME.match(folder.name) is not None and not folder.is_symlink()
             and folder.is_dir() and (folder / MARKER).is_file())
+
+REPORT_EVERY = 0.2  # seconds between two progress writes of a running job
 
 
 class IngestJobs:
@@ -233,22 +237,35 @@ class IngestJobs:
             await self.notebooks.resolve(notebook)
         total = len(files)
         done: list[FileResult] = []
+        doing: dict[str, str] = {}  # source in flight -> its step ("": the store's own)
         changed = asyncio.Event()
 
         async def reporter() -> None:
-            sent = -1
             while True:
                 await changed.wait()
                 changed.clear()
-                if len(done) != sent:
-                    sent = len(done)
-                    await report(min(sent / max(total, 1), 0.99), _partial(total, done))
+                await report(min(len(done) / max(total, 1), 0.99),
+                             _partial(total, done, doing))
+                await asyncio.sleep(REPORT_EVERY)  # changes meanwhile go in the next
 
         def on_result(result: FileResult) -> None:
             done.append(result)
+            doing.pop(result.source, None)
             changed.set()
 
-        await report(0.0, _partial(total, done))
+        def started(source: str) -> None:
+            doing[source] = "reading"
+            changed.set()
+
+        def step(source: str, name: str) -> None:
+            if not source:
+                doing.clear()
+            doing[source] = name
+            changed.set()
+
+        on_result.started = started  # type: ignore[attr-defined]
+        on_result.step = step  # type: ignore[attr-defined]
+        await report(0.0, _partial(total, done, doing))
         task = asyncio.get_running_loop().create_task(reporter())
         try:
             ingest_report = await self.ingestor.ingest_files(
@@ -268,6 +285,9 @@ class IngestJobs:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _partial(total: int, done: list[FileResult]) -> dict[str, Any]:
-    return {"files": total, "done": len(done), "results": [r.to_dict() for r in done]}
+def _partial(total: int, done: list[FileResult], doing: dict[str, str]) -> dict[str, Any]:
+    """A running job's result: the files done, and what each file in flight is doing
+    (``doing``: source -> step, as the command line's progress shows it)."""
+    return {"files": total, "done": len(done), "results": [r.to_dict() for r in done],
+            "doing": dict(doing)}
 

@@ -520,9 +520,13 @@
       const passages = r.chunks === 1 ? "1 passage" : `${r.chunks} passages`;
       setRow(row, r.status, tone, r.chunks ? `${text} · ${passages}` : text, r.reason);
     }
-    for (const row of rows.values()) {
+    const doing = result.doing || {};  // what each file in flight is doing
+    for (const [source, row] of rows) {
       if (row.li.dataset.status) continue;
-      if (job.status === "running") { row.state.textContent = "reading…"; setBar(row, 0.5 + 0.4 * (job.progress || 0)); }
+      if (job.status === "running") {
+        row.state.textContent = doing[source] ? doing[source] + "…" : doing[""] ? doing[""] + "…" : "waiting…";
+        setBar(row, 0.5 + 0.4 * (job.progress || 0));
+      }
       if (job.status === "failed") setRow(row, "failed", "bad", "failed", job.error || "the job failed");
       if (job.status === "done") setRow(row, "done", "ok", "done");
     }
