@@ -333,3 +333,22 @@ def test_the_watch_status_line_counts_what_the_last_pass_did() -> None:
     quiet = SyncReport(roots=["/d"], plan=[PlannedChange("unchanged", "/d/e.md")],
                        results=[FileResult("/d/e.md", "unchanged")])
     assert "no change" in cli._WatchLog(1, False, None).status_line(quiet)
+
+
+def test_native_output_waits_until_the_bar_is_gone(monkeypatch: pytest.MonkeyPatch,
+                                                   capfd: pytest.CaptureFixture[str]) -> None:
+    """Issue 43: a native library's writes to the process's standard error (Tesseract's
+    "Estimating resolution") went into the progress bar; they are held and printed after
+    it, once."""
+    import os
+
+    from rich.console import Console
+
+    monkeypatch.setattr(cli, "err_console", Console(stderr=True, force_terminal=True))
+    with cli._ingest_progress(False) as (on_discovered, on_result):
+        on_discovered(1)
+        os.write(2, b"Estimating resolution as 421\n")  # as C code writes: to fd 2
+        on_result.started("/docs/scan.png")  # type: ignore[attr-defined]
+    err = capfd.readouterr().err
+    assert err.count("Estimating resolution as 421") == 1
+    assert err.index("printed during the ingest") < err.index("Estimating resolution")

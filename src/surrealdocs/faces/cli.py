@@ -17,6 +17,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -278,6 +279,9 @@ class _ingest_progress:
         self.started_at = time.monotonic()
 
     def __enter__(self) -> tuple[Callable[[int], None], Callable[[FileResult], None]]:
+        self.native = _NativeOutput() if not self.progress.disable else None
+        if self.native is not None:
+            self.native.__enter__()
         self.progress.__enter__()
 
         def on_discovered(n: int) -> None:
@@ -314,6 +318,46 @@ class _ingest_progress:
 
     def __exit__(self, *exc: object) -> None:
         self.progress.__exit__(None, None, None)
+        if self.native is not None:
+            self.native.__exit__()
+
+
+NATIVE_LINES_SHOWN = 20
+
+
+class _NativeOutput:
+    """While a progress bar shows, what is written to the process's standard error by
+    others (native libraries such as Tesseract, which Python cannot silence) goes to a
+    file, not into the bar; the bar itself is drawn on a copy of the terminal's stream.
+    Once the bar is gone, the lines are printed (the last ``NATIVE_LINES_SHOWN``)."""
+
+    def __enter__(self) -> None:
+        sys.stderr.flush()
+        self.terminal = os.dup(2)
+        self.held = tempfile.TemporaryFile()
+        self.console_file = err_console.file
+        err_console.file = os.fdopen(os.dup(self.terminal), "w", buffering=1,
+                                     encoding="utf-8", errors="replace")
+        os.dup2(self.held.fileno(), 2)
+
+    def __exit__(self) -> None:
+        sys.stderr.flush()
+        os.dup2(self.terminal, 2)
+        os.close(self.terminal)
+        err_console.file.close()
+        err_console.file = self.console_file
+        self.held.seek(0)
+        lines = self.held.read().decode("utf-8", "replace").splitlines()
+        self.held.close()
+        lines = [line for line in lines if line.strip()]
+        if lines:
+            some = (f" (the last {NATIVE_LINES_SHOWN} of {len(lines)} lines)"
+                    if len(lines) > NATIVE_LINES_SHOWN else "")
+            err_console.print(f"[dim]printed during the ingest by the libraries it uses{some}:"
+                              "[/dim]")
+            for line in lines[-NATIVE_LINES_SHOWN:]:
+                err_console.print(printable(line), markup=False, highlight=False,
+                                  soft_wrap=True)
 
 
 def _show_report(report: IngestReport, as_json: bool, notebook: str | None = None) -> None:
