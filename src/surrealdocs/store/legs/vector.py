@@ -19,6 +19,13 @@ from ..vectorgraphs import VectorGraphs
 from .ranked import LEG_FIELDS, LEG_FIELDS_VIA_CHUNK, VISIBLE, VISIBLE_VIA_CHUNK, walk
 
 
+def similarity_of_distance(distance: np.ndarray, metric: str) -> np.ndarray:
+    """A leg's 0-1 score from the engine's distance (the graph's k-NN, or 1 - cosine)."""
+    if metric == "COSINE":
+        return np.asarray(np.maximum(0.0, 1.0 - distance))
+    return np.asarray(1.0 / (1.0 + distance))
+
+
 def leg_similarity(raw: np.ndarray, metric: str) -> np.ndarray:
     """A leg's 0-1 score from the raw similarity (the cosine, or minus the distance)."""
     if metric == "COSINE":
@@ -78,11 +85,8 @@ class GraphLeg:
             {**params, "v": vector},
         )
         rows = [r for r in rows or [] if r.get("distance") is not None]
-        distances = np.array([float(r.pop("distance")) for r in rows])
-        if self.settings.hnsw_distance == "COSINE":
-            scores = np.maximum(0.0, 1.0 - distances)
-        else:
-            scores = 1.0 / (1.0 + distances)
+        scores = similarity_of_distance(np.array([float(r.pop("distance")) for r in rows]),
+                                        self.settings.hnsw_distance)
         for row, score in zip(rows, scores, strict=True):
             row["score"] = float(score)
         return rows
