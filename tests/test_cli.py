@@ -117,6 +117,22 @@ def test_model_mismatch_is_a_clear_cli_error(tmp_path: Path) -> None:
     assert "reembed" in out
 
 
+def test_a_store_opens_with_its_own_model(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    db = str(tmp_path / "kb")
+    good = tmp_path / "good.md"
+    good.write_text("# fine\n\nA good file about herons.")
+    assert run("ingest", str(good), "--db", db, "--model", "hashing-64")[0] == 0
+    for command in (("search", "herons"), ("list",), ("stats",)):
+        code, out = run(*command, "--db", db)
+        assert code == 0, out
+    code, out = run("stats", "--db", db, "--json")
+    assert json.loads(out)["model"] == "hashing-64"
+    monkeypatch.setenv("SURREALDOCS_MODEL", "hashing-32")  # a model named is still checked
+    code, out = run("search", "herons", "--db", db)
+    assert code == 2 and "reembed" in out
+
+
 def test_bad_mode_is_rejected(tmp_path: Path) -> None:
     assert run("notebook", "create", "Seed", "--db", str(tmp_path / "kb"), "--model",
                "hashing-64")[0] == 0

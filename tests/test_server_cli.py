@@ -266,3 +266,31 @@ def test_notebook_commands_and_add_go_through_the_server(tmp_path: Path,
                                               "--json"]).stdout)
         assert [nb["name"] for nb in left] == ["Birds"]
 
+
+
+def test_export_through_the_server_while_it_serves(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41: `export --server URL` (GET /v1/export) streams an archive of the store the
+    server holds, without stopping it; it imports into a store that answers alike."""
+    db = str(tmp_path / "db")
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(30):
+        (folder / f"note{i}.txt").write_text(f"Note {i}: herons and storks, number {i}. " * 20)
+    monkeypatch.chdir(tmp_path)
+    with served(tmp_path, "--db", db) as (proc, url):
+        wait_ready_process(proc, url)
+        result = CliRunner().invoke(app, ["ingest", "notes", "--server", url])
+        assert result.exit_code == 0, result.output
+        result = CliRunner().invoke(app, ["export", "kb.tar", "--server", url])
+        assert result.exit_code == 0, result.output
+        assert "exported 30 documents" in result.output
+        hits = httpx.get(url + "/v1/search", params={"query": "number 7", "mode": "text"})
+        assert hits.status_code == 200  # still serving
+        served_hits = [h["source"] for h in hits.json()["hits"]]
+    code, out = run("import", "kb.tar", "--db", str(tmp_path / "copy"))
+    assert code == 0 and "imported 30 documents" in out, out
+    code, out = run("search", "number 7", "--db", str(tmp_path / "copy"), "--mode", "text",
+                    "--json")
+    assert code == 0, out
+    assert [h["source"] for h in json.loads(out)] == served_hits

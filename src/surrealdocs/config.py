@@ -48,6 +48,9 @@ class Settings:
         model: embedding model name: a local model (see
             ``surrealdocs.embed.available_models``) or a hosted one, ``openai:MODEL`` or
             ``ollama:MODEL`` (the only way anything reaches the network).
+        model_named: whether ``model`` was chosen (settings made by hand: always). Settings
+            read by :meth:`from_env` with no model named (``SURREALDOCS_MODEL``, an
+            override) open an existing store with the model it is bound to.
         chunk_size, chunk_overlap: chunk length and overlap in characters.
         derive_titles: a document without a real metadata title is titled by its e-mail
             subject, first heading, a presentation's first line, else its file name
@@ -232,6 +235,7 @@ class Settings:
                                   metadata=_NOT_FROM_ENV)
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False,
                                   metadata=_NOT_FROM_ENV)
+    model_named: bool = field(default=True, compare=False, metadata=_NOT_FROM_ENV)
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -307,6 +311,7 @@ class Settings:
             values[f.name] = _coerce(f, raw)
         from_env = set(values)
         values.update({k: v for k, v in overrides.items() if v is not None})
+        values.setdefault("model_named", "model" in values)
         try:
             return cls(**values)
         except ConfigurationError as exc:

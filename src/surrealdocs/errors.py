@@ -86,3 +86,8 @@ class EmbeddingProviderError(SurrealDocsError):
 class ChatModelError(SurrealDocsError):
     """The chat model an answer needs failed: unreachable, the model or key refused, or
     retries exhausted before its first token."""
+
+
+class ArchiveError(SurrealDocsError, ValueError):
+    """An archive to import is not one, is damaged, hostile, or of a newer format; or a
+    store cannot take it (not empty, another model). Nothing was written."""

@@ -20,11 +20,12 @@ import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from ..chat import chat_model
 from ..config import Settings
 from ..embed import Embedder, EmbeddingRunner, get_embedder, provenance
+from ..embed.carried import CarriedModel
 from ..errors import ConfigurationError, NotFoundError, SchemaNotInitializedError
 from ..parts.results import (
     FileResult,
@@ -37,9 +38,11 @@ from ..parts.results import (
 )
 from ..store.connection import Store, connect, resolve_url, store_missing, store_path
 from ..store.names import Names
-from ..store.schema import ensure_schema, layout_of, read_schema, vectors_apart
+from ..store.schema import ensure_schema, layout_of, read_schema, stored_model, vectors_apart
 from ..store.storage import Storage
 from .answer import Answer, answer
+from .archive import ArchiveReport, copy_store, export_store, import_archive
+from .archive import Progress as ArchiveProgress
 from .conversations import ConversationService
 from .ingest import Ingestor, ProgressCallback
 from .ingest_jobs import IngestJobs
@@ -109,7 +112,7 @@ class KnowledgeBase:
     @classmethod
     async def open(cls, db: str | None = None, *, settings: Settings | None = None,
                    embedder: Embedder | None = None, run_jobs: bool = False,
-                   create: bool = True,
+                   create: bool = True, load_model: bool = True,
                    on_convert: Callable[[int, int], None] | None = None,
                    **overrides: Any) -> KnowledgeBase:
         """Open (and create or upgrade) a knowledge base.
@@ -125,6 +128,8 @@ class KnowledgeBase:
                 process queues one).
             on_convert: called with (chunks done, chunks in all) while the store's text
                 index is converted (a store made with the other ``text_index``).
+            load_model: ``False`` opens an existing store without loading its model (for
+                work that embeds nothing: an export, a copy); embedding then fails.
             create: make the store when it does not exist (a file store's folder);
                 ``False`` raises :class:`SchemaNotInitializedError` instead, so that a
                 command meant to read does not leave an empty store behind.
@@ -138,12 +143,18 @@ class KnowledgeBase:
                 f"there is no store at {missing} (nothing was ingested there yet): give"
                 " --db (SURREALDOCS_DB) the store you mean, or make this one by ingesting"
                 " into it")
-        if settings.vectors and embedder is None:
-            # Loading a model or probing a provider blocks: keep it off the event loop.
-            embedder = await asyncio.to_thread(get_embedder, settings.model, settings)
-        embedder = embedder if settings.vectors else None
         store = await connect(settings)
         try:
+            if settings.vectors and embedder is None:
+                stored = await stored_model(store)
+                if stored and not settings.model_named:  # the store's own model
+                    settings = settings.replace(model=str(stored["model"]), model_named=True)
+                if stored and not load_model and stored["model"] == settings.model:
+                    embedder = CarriedModel(settings.model, int(stored["dimension"]),
+                                            stored.get("provenance"))
+                else:  # loading a model or probing a provider blocks: not on the loop
+                    embedder = await asyncio.to_thread(get_embedder, settings.model, settings)
+            embedder = embedder if settings.vectors else None
             return await cls._on(store, settings, embedder, create=True, run_jobs=run_jobs,
                                  on_convert=on_convert)
         except BaseException:
@@ -415,6 +426,40 @@ class KnowledgeBase:
         and build the HNSW graph over every vector (done automatically after big
         ingests)."""
         await self._ingestor.rebuild_index(text=text, vectors=vectors, progress=progress)
+
+    # ----- archives: export, import, copy (core/archive.py) ---------------------------
+    async def export(self, out: IO[bytes], *, with_keys: bool = False,
+                     progress: ArchiveProgress | None = None) -> ArchiveReport:
+        """Write an archive of this store into the binary stream ``out`` (docs/archive.md):
+        documents, files, chunks with their vectors, notebooks, notes, conversations, and
+        with ``with_keys`` the API keys' hashes. ``progress(what, done, total)``."""
+        return await export_store(self.storage, self.settings, self.embedder, out,
+                                  with_keys=with_keys, progress=progress)
+
+    @classmethod
+    async def import_archive(cls, source: IO[bytes], db: str | None = None, *,
+                             settings: Settings | None = None,
+                             progress: ArchiveProgress | None = None) -> ArchiveReport:
+        """Import an archive (a binary stream) into an empty store (``db``), bound to the
+        archive's model; nothing is extracted or embedded. Run again after an
+        interruption, it finishes the import. Raises :class:`ArchiveError`."""
+        settings = settings or Settings.from_env()
+        return await import_archive(source, cls._opener(), settings.replace(db=db) if db
+                                    else settings, progress=progress)
+
+    async def copy_to(self, db: str, *, settings: Settings | None = None,
+                      with_keys: bool = False,
+                      progress: ArchiveProgress | None = None) -> ArchiveReport:
+        """Copy this store into the empty store ``db`` (export piped into import)."""
+        target = (settings or self.settings).replace(db=db)
+        return await copy_store(self.storage, self.settings, self.embedder, self._opener(),
+                                target, with_keys=with_keys, progress=progress)
+
+    @classmethod
+    def _opener(cls) -> Callable[[Settings, Embedder | None], Coroutine[Any, Any, Any]]:
+        async def open_target(settings: Settings, embedder: Embedder | None) -> Any:
+            return await cls.open(settings=settings, embedder=embedder)
+        return open_target
 
     async def stats(self) -> Stats:
         return await self.reader.stats(self.embedder)

@@ -39,6 +39,7 @@ from rich.progress import (
 from rich.table import Table
 
 from ..config import Settings
+from ..core.archive import ArchiveReport
 from ..core.evaluate import EVAL_MODES
 from ..core.kb import KnowledgeBase
 from ..core.search import search_notice
@@ -178,7 +179,8 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-async def _open(settings: Settings, create: bool = False) -> KnowledgeBase:
+async def _open(settings: Settings, create: bool = False,
+                load_model: bool = True) -> KnowledgeBase:
     """Open the knowledge base; on a terminal a spinner says so meanwhile.
 
     Why: after large writes the embedded engine merges the store's files when it next
@@ -186,7 +188,8 @@ async def _open(settings: Settings, create: bool = False) -> KnowledgeBase:
     comes from"); without a word the command would seem to hang.
     """
     if not err_console.is_terminal:
-        return await KnowledgeBase.open(settings=settings, create=create)
+        return await KnowledgeBase.open(settings=settings, create=create,
+                                        load_model=load_model)
     bar: Progress | None = None
     with err_console.status("opening the store") as status:
         def converting(done: int, total: int) -> None:
@@ -201,14 +204,14 @@ async def _open(settings: Settings, create: bool = False) -> KnowledgeBase:
 
         try:
             return await KnowledgeBase.open(settings=settings, create=create,
-                                            on_convert=converting)
+                                            load_model=load_model, on_convert=converting)
         finally:
             if bar is not None:
                 bar.stop()
 
 
 def _with_kb(store: StoreOptions, work: Callable[[KnowledgeBase], Awaitable[T]], *,
-             create: bool = False, **settings: Any) -> T:
+             create: bool = False, load_model: bool = True, **settings: Any) -> T:
     """Open the knowledge base, do ``work`` with it, close it. Only commands that put
     something in the store make it (``create``); the others say there is none."""
     async def main() -> T:
@@ -223,7 +226,7 @@ def _with_kb(store: StoreOptions, work: Callable[[KnowledgeBase], Awaitable[T]],
                     raise StoreError(f"the server at {served.url} answered in a shape this"
                                      f" surrealdocs does not know ({type(exc).__name__})"
                                      ) from exc
-        async with await _open(store.settings(**settings), create) as kb:
+        async with await _open(store.settings(**settings), create, load_model) as kb:
             return await work(kb)
 
     return _run(main)
@@ -1083,6 +1086,134 @@ def rebuild_index(
     _with_kb(store, work)
     console.print({None: "text index and vector index rebuilt", "text": "text index rebuilt",
                    "vector": "vector index rebuilt"}[only])
+
+
+# ----- archives: export, import, copy ----------------------------------------------------
+def _archive_progress(label: str) -> tuple[Progress, Callable[[str, int, int], None]]:
+    progress = Progress(TextColumn(f"[bold]{label}" + " {task.fields[what]}"), BarColumn(),
+                        MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
+                        disable=not err_console.is_terminal)
+    task = progress.add_task("", total=None, what="")
+
+    def update(what: str, done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total or None, what=what)
+    return progress, update
+
+
+def _carried(report: ArchiveReport) -> str:
+    rows = report.rows
+    return (f"{_count(rows.get('documents', 0), 'document')}, "
+            f"{_count(rows.get('chunks', 0), 'chunk')} ({_count(report.vectors, 'vector')}), "
+            f"{_count(rows.get('notebook', 0), 'notebook')}, "
+            f"{_count(rows.get('chat_session', 0), 'conversation')}")
+
+
+@app.command()
+@store_options
+def export(
+    file: Annotated[str, typer.Argument(help="The archive to write (- for stdout)")],
+    with_keys: Annotated[bool, typer.Option(
+        "--with-keys", help="Also carry the server's API keys (their hashes)")] = False,
+    *, store: StoreOptions) -> None:
+    """Write the whole knowledge base to one archive (docs/archive.md): documents, chunks
+    with their vectors, notebooks, notes, conversations. `surrealdocs import` reads it."""
+    if file != "-" and Path(file).is_dir():
+        _fail(f"{file} is a folder: name the archive file to write")
+    progress, update = _archive_progress("export")
+
+    async def work(kb: KnowledgeBase) -> ArchiveReport:
+        with progress:
+            if file == "-":
+                return await kb.export(sys.stdout.buffer, with_keys=with_keys,
+                                       progress=update)
+            target = Path(file)
+            partial = target.with_name(target.name + ".partial")
+            try:
+                with partial.open("wb") as out:
+                    report = await kb.export(out, with_keys=with_keys, progress=update)
+                partial.replace(target)  # never half an archive under its name
+            finally:
+                partial.unlink(missing_ok=True)
+            return report
+
+    try:
+        report = _with_kb(store, work, load_model=False)
+    except OSError as exc:
+        _fail(f"cannot write {file}: {exc.strerror or exc}")
+    err_console.print(f"exported {_carried(report)} to {escape(file)} in "
+                      f"{report.seconds:.1f} s")
+
+
+@app.command("import")
+@store_options
+def import_(
+    file: Annotated[str, typer.Argument(help="The archive to read (- for stdin)")],
+    *, store: StoreOptions) -> None:
+    """Import an archive of `surrealdocs export` into an empty store (--db), with its
+    vectors: nothing is extracted or embedded. Interrupted, run it again to finish."""
+    if store.served:
+        _fail("import writes into a store directly: give --db, not --server")
+    progress, update = _archive_progress("import")
+
+    async def work() -> ArchiveReport:
+        with progress:
+            if file == "-":
+                return await KnowledgeBase.import_archive(
+                    sys.stdin.buffer, settings=store.settings(), progress=update)
+            with Path(file).open("rb") as source:
+                return await KnowledgeBase.import_archive(
+                    source, settings=store.settings(), progress=update)
+
+    try:
+        report = _run(work)
+    except OSError as exc:
+        _fail(f"cannot read {file}: {exc.strerror or exc}")
+    if report.already:
+        console.print("this archive was imported into this store already: nothing to do")
+        return
+    done = "finished an interrupted import:" if report.resumed else "imported"
+    console.print(f"{done} {_carried(report)} in {report.seconds:.1f} s")
+
+
+@app.command()
+@store_options
+def copy(
+    to: Annotated[str, typer.Option("--to", help="The empty store to copy into (a path or"
+                                                 " a store URL)")],
+    source: Annotated[str | None, typer.Option(
+        "--from", help="The store to copy [default: --db]")] = None,
+    to_namespace: Annotated[str | None, typer.Option(
+        "--to-namespace", help="The target's namespace [default: --namespace]")] = None,
+    to_database: Annotated[str | None, typer.Option(
+        "--to-database", help="The target's database [default: --database]")] = None,
+    to_user: Annotated[str | None, typer.Option(
+        "--to-user", help="User for the target server")] = None,
+    to_password: Annotated[str | None, typer.Option(
+        "--to-password", help="Password for the target server [default:"
+                              " $SURREALDOCS_TO_PASSWORD]")] = None,
+    with_keys: Annotated[bool, typer.Option(
+        "--with-keys", help="Also carry the server's API keys (their hashes)")] = False,
+    *, store: StoreOptions) -> None:
+    """Copy the whole knowledge base into another, empty store (from the embedded store to
+    a SurrealDB server, or back) without re-embedding: export piped into import. The store
+    options name the source; the --to options the target."""
+    if store.served:
+        _fail("copy reads a store directly: give --from or --db, not --server")
+    progress, update = _archive_progress("copy")
+    origin = StoreOptions(**{**store.__dict__, "db": source or store.db})
+    settings = origin.settings()
+    target = settings.replace(
+        db=to, namespace=to_namespace or settings.namespace,
+        database=to_database or settings.database, user=to_user,
+        password=to_password or os.environ.get("SURREALDOCS_TO_PASSWORD") or None)
+
+    async def work(kb: KnowledgeBase) -> ArchiveReport:
+        with progress:
+            return await kb.copy_to(to, settings=target, with_keys=with_keys,
+                                    progress=update)
+
+    report = _with_kb(origin, work, load_model=False)
+    console.print(f"copied {_carried(report)} to {escape(to)} in {report.seconds:.1f} s")
 
 
 @app.command()

@@ -15,12 +15,13 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from urllib.parse import quote
 
 import httpx
 
 from ..core.answer import Answer, Citation
+from ..core.archive import ArchiveReport
 from ..core.notebook_service import Note, Notebook, Source
 from ..core.search_request import SearchRequest
 from ..errors import ConfigurationError, NotFoundError, StoreError
@@ -33,6 +34,7 @@ JOB_POLL_SECONDS = 0.25
 BATCH_FILES = 100  # files per upload request (the server's default limit is 1,000)
 BATCH_BYTES = 200 * 1000**2  # bytes per upload request (its default limit is 500 MB)
 ANSWER_TIMEOUT = httpx.Timeout(300.0, connect=10.0)  # between two pieces of a streamed answer
+EXPORT_TIMEOUT = httpx.Timeout(3600.0, connect=10.0)  # the server writes the archive first
 HELLO_TIMEOUT = httpx.Timeout(10.0)  # /v1/info answers at once, or this is not a server
 
 
@@ -243,6 +245,34 @@ class ServedKnowledgeBase:
         except httpx.HTTPError as exc:
             raise StoreError(f"cannot reach the server at {self.url}: {exc}") from exc
         raise StoreError(f"the server at {self.url} ended the answer early")
+
+    async def export(self, out: IO[bytes], *, with_keys: bool = False,
+                     progress: Callable[[str, int, int], None] | None = None) -> ArchiveReport:
+        """The server's ``GET /v1/export``, written into ``out`` as it arrives."""
+        try:
+            async with self._client.stream("GET", "/v1/export",
+                                           params={"with_keys": str(with_keys).lower()},
+                                           timeout=EXPORT_TIMEOUT) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    await self._raise(response)
+                received = 0
+                async for block in response.aiter_bytes():
+                    await asyncio.to_thread(out.write, block)
+                    received += len(block)
+                    if progress is not None:
+                        progress("bytes", received, 0)
+                header = response.headers.get("surrealdocs-export", "{}")
+        except httpx.HTTPError as exc:
+            raise StoreError(f"cannot reach the server at {self.url}: {exc}") from exc
+        try:
+            told = json.loads(header)
+            return ArchiveReport(rows=dict(told.get("rows") or {}),
+                                 vectors=int(told.get("vectors") or 0),
+                                 seconds=float(told.get("seconds") or 0.0))
+        except (ValueError, TypeError, AttributeError):
+            raise StoreError(f"the server at {self.url} sent an export without its "
+                             "report") from None
 
     async def _raise(self, response: httpx.Response) -> None:
         try:

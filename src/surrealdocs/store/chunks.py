@@ -50,6 +50,7 @@ from .connection import STALE_MARK, Statement, Store
 from .names import Names
 from .segments.index import TextIndex
 from .vectorgraphs import VectorGraphs
+from .wire import wire_vector
 
 STATEMENTS_PER_ROUND_TRIP = 10
 INSERT_STREAMS = 2  # round trips of one document's inserts in flight at once
@@ -142,7 +143,8 @@ class ChunkStorage:
                                                                list[dict[str, Any]]]:
         """Chunk rows and, when vectors live apart, their vector rows."""
         if not self.apart:
-            return list(rows), []
+            return [{**row, "embedding": wire_vector(row["embedding"])}
+                    if row.get("embedding") is not None else row for row in rows], []
         chunks, vectors = [], []
         for row in rows:
             chunk = dict(row)
@@ -151,7 +153,7 @@ class ChunkStorage:
             if embedding is not None:
                 vectors.append({"id": RecordID(self.vector_table, row["id"].id),
                                 "chunk": row["id"], "document": row["document"],
-                                "embedding": embedding})
+                                "embedding": wire_vector(embedding)})
         return chunks, vectors
 
     def insert_statements(self, rows: Sequence[dict[str, Any]]) -> list[Statement]:

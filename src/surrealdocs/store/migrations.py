@@ -19,7 +19,7 @@ from .chunks import ft_index_sql
 from .connection import Store
 from .names import META, Names
 from .segments.index import TextIndex
-from .vectorgraphs import hnsw_index_sql, vector_table_sql
+from .vectorgraphs import VECTOR_TYPE, hnsw_index_sql, vector_table_sql
 
 
 def _v1(names: Names, settings: Settings, dimension: int) -> str:
@@ -408,6 +408,38 @@ DEFINE EVENT IF NOT EXISTS {S}_turns ON {S} WHEN $event = 'DELETE' THEN
 """
 
 
+KEEP_TIMES = "IF $sd_keep_times AND $value != NONE THEN $value ELSE time::now() END"
+
+
+def _v15(names: Names, settings: Settings, dimension: int) -> str:
+    # An import carries the times rows were made (store/carry.py): a write that binds
+    # $sd_keep_times keeps the value it gives; every other write is timed as before. The
+    # kreuzberg-surrealdb facade's tables keep that library's definitions to the letter
+    # (an import into them times the rows anew).
+    if not settings.separate_vectors:
+        return ""
+    fields = [(names.documents, "ingested_at", True), (names.documents, "updated_at", False),
+              (names.files, "seen_at", False)]
+    if settings.chunked:
+        fields += [(names.notebook, "created", True), (names.notebook, "updated", False),
+                   (names.note, "created", True), (names.note, "updated", False),
+                   (names.reference, "created", True), (names.artifact, "created", True),
+                   (names.job, "created", True), (names.job, "updated", False),
+                   (key_table(names), "created", True),
+                   (names.chat_session, "created", True), (names.chat_turn, "created", True)]
+    return "\n".join(
+        f"DEFINE FIELD OVERWRITE {field} ON {table} TYPE datetime VALUE {KEEP_TIMES}"
+        + (" READONLY;" if readonly else ";") for table, field, readonly in fields)
+
+
+def _v16(names: Names, settings: Settings, dimension: int) -> str:
+    # The vector table's values are checked by its HNSW index, not element by element
+    # (vectorgraphs.VECTOR_TYPE). Notebook tables made from now on get the same.
+    if not settings.chunked or not settings.separate_vectors:
+        return ""
+    return f"DEFINE FIELD OVERWRITE embedding ON {names.vectors} TYPE {VECTOR_TYPE};"
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "documents, chunks (BM25 + HNSW), files", _v1),
     Migration(2, "notebooks, sources' references, notes, jobs; chunk generations", _v2),
@@ -430,6 +462,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _v13),
     Migration(14, "conversations: chat sessions and their turns, citations linked to chunks",
               _v14),
+    Migration(15, "times carried by an import ($sd_keep_times)", _v15),
+    Migration(16, "the vector table's values checked by its HNSW index", _v16),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -140,6 +140,11 @@ class Names:
         """Pending-vector counter of the shared HNSW index."""
         return self._key("index_state")
 
+    @property
+    def import_key(self) -> RecordID:
+        """An import in progress: the archive it carries (an import run again resumes)."""
+        return self._key("import")
+
     def index_state_key_of(self, table: str) -> RecordID:
         """Pending-vector counter of the HNSW index of another table (a notebook's)."""
         return self._key(f"index_state.{validate_identifier(table)}")

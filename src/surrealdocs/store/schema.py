@@ -25,7 +25,7 @@ from .names import META, Names
 from .segments.index import TextIndex
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ensure_schema", "layout_of", "read_schema",
-           "vectors_apart"]
+           "stored_model", "vectors_apart"]
 
 TEXT_SEGMENTS_FORMAT = 2  # segments hold their chunks' documents and vectors (schema 13)
 
@@ -164,6 +164,19 @@ async def _refuse_foreign_tables(store: Store, settings: Settings) -> None:
             f"table {clash[0]!r} already exists in {store.namespace}/{store.database} at "
             f"{store.url}, but was not created by surrealdocs (no schema record): use other "
             "table names or a fresh database, and ingest the files again")
+
+
+async def stored_model(store: Store) -> dict[str, Any] | None:
+    """The model an existing store's vectors come from: its record (``model``,
+    ``dimension``, ``provenance``), or ``None`` for a new store, one without vectors, or
+    one being re-embedded (that refusal is :func:`ensure_schema`'s)."""
+    try:
+        (row,) = await store.query("SELECT * FROM ONLY $k;", {"k": store.names.embedding_key})
+    except StoreError:  # the meta table does not exist yet
+        return None
+    if not isinstance(row, dict) or row.get("reembedding") or not row.get("model"):
+        return None
+    return row
 
 
 async def read_schema(store: Store) -> dict[str, Any] | None:

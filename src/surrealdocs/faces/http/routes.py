@@ -8,6 +8,7 @@ import contextlib
 import datetime as dt
 import json
 import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -38,6 +39,7 @@ Reader = Annotated[Access, Depends(reader)]
 Writer = Annotated[Access, Depends(writer)]
 State = Annotated[ServerState, Depends(server_state)]
 SSE_HEARTBEAT_SECONDS = 15.0
+EXPORT_BLOCK = 1 << 20
 
 
 def job_view(job: Job) -> dict[str, Any]:
@@ -102,6 +104,31 @@ async def info(request: Request, state: State) -> dict[str, Any]:
 @router.get("/stats", tags=["service"], summary="What the store holds")
 async def stats(who: Reader, state: State) -> dict[str, Any]:
     return (await state.require().stats()).to_dict()
+
+
+@router.get("/export", tags=["service"], response_class=StreamingResponse,
+            summary="The whole knowledge base as one archive (docs/archive.md)")
+async def export(who: Writer, state: State, with_keys: bool = False) -> StreamingResponse:
+    """Written to a temporary file first, then sent: a failure is an error answer, never a
+    cut archive. The ``Surrealdocs-Export`` header holds what it carries (JSON)."""
+    spool = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the body, or below)
+    try:
+        report = await state.require().export(spool, with_keys=with_keys)
+        spool.seek(0)
+    except BaseException:
+        spool.close()
+        raise
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            while block := await asyncio.to_thread(spool.read, EXPORT_BLOCK):
+                yield block
+        finally:
+            spool.close()
+
+    return StreamingResponse(body(), media_type="application/x-tar", headers={
+        "Content-Disposition": 'attachment; filename="surrealdocs.tar"',
+        "Surrealdocs-Export": json.dumps(report.to_dict())})
 
 
 # ----- ingest -------------------------------------------------------------------------
