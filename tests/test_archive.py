@@ -434,3 +434,55 @@ async def test_an_export_while_four_writers_ingest_holds_whole_documents(
             key = document["id"]["$record"][1]
             assert sorted(per_document.pop(key, [])) == list(range(document["chunk_count"]))
         assert per_document == {}  # no chunk of a document the archive lacks
+
+
+async def test_a_merge_keeps_each_document_once_and_joins_notebooks_by_name(
+        open_kb: StoreFactory, tmp_path: Path) -> None:
+    from surrealdocs.core.notebook_service import Note
+    db = f"surrealkv://{tmp_path / 'mine'}"
+    mine = await KnowledgeBase.open(db, model="hashing-64")
+    await mine.ingest_texts({"note://egrets": TEXTS["note://egrets"],
+                             "note://storks": TEXTS["note://storks"],
+                             "note://clash": "Kingfishers dive for small fish."})
+    birds = await mine.notebooks.create_notebook("Birds")
+    await mine.notebooks.file_documents([mine.storage.documents.document_id(
+        (await mine.document("note://egrets")).id)], birds)
+    await mine.close()
+
+    theirs = await open_kb()
+    await theirs.ingest_texts({"note://herons": TEXTS["note://herons"],
+                               "note://storks-copy": TEXTS["note://storks"],
+                               "note://clash": "Puffins carry fish crosswise in their bills."})
+    their_birds = await theirs.notebooks.create_notebook("Birds")
+    await theirs.notebooks.create_notebook("Fish")
+    await theirs.notebooks.file_documents(
+        [(await theirs.document(s)).id for s in ("note://herons", "note://storks-copy")],
+        their_birds)
+    await theirs.notebooks.add_note(their_birds, Note(title="Trip", content="Bring boots."))
+    out = io.BytesIO()
+    await theirs.export(out)
+    out.seek(0)
+    report = await KnowledgeBase.import_archive(out, db, settings=Settings(model="hashing-64"),
+                                                merge=True)
+    assert (report.joined, report.left_out) == (1, 1)
+
+    kb = await open_kb(db=db)
+    sources = {str(d.source): d for d in await kb.documents()}
+    assert set(sources) == {"note://egrets", "note://storks", "note://clash", "note://herons"}
+    storks = await kb.document("note://storks")
+    assert set(storks.sources) == {"note://storks", "note://storks-copy"}
+    assert (await kb.document("note://clash")).content.startswith("Kingfishers")  # ours
+    notebooks = {nb.name: nb for nb in await kb.notebooks.list_notebooks()}
+    assert set(notebooks) == {"Birds", "Fish"} and notebooks["Birds"].id == birds.id
+    in_birds = {str(s.source) for s in await kb.notebooks.sources(birds)}
+    assert in_birds == {"note://egrets", "note://herons", "note://storks"}
+    assert [n.title for n in await kb.notebooks.notes(birds)] == ["Trip"]
+    for mode in ("text", "vector", "hybrid"):  # the scope holds the joined document too
+        hits = await kb.search("white storks nest on chimneys", mode=mode, notebook="Birds")
+        assert hits and hits[0].source in ("note://storks", "note://storks-copy"), mode
+    await assert_text_index_matches_chunks(kb)
+    await kb.close()
+    out.seek(0)
+    again = await KnowledgeBase.import_archive(out, db, settings=Settings(model="hashing-64"),
+                                               merge=True)
+    assert again.already

@@ -30,10 +30,13 @@ from ..store.migrations import SCHEMA_VERSION
 from ..store.names import Names
 from ..store.storage import Storage
 from ..version import __version__
+from .archive_merge import Merge
 
 # the roles written after the documents, page by page
 _AFTER_DOCUMENTS = ("files", "reference", "note", "artifact", "chat_session", "chat_turn",
                     "api_key")
+# roles whose UNIQUE fields a merge's target may hold already (an edge's pair, a key's name)
+MERGE_IGNORES = frozenset({"reference", "artifact", "api_key"})
 # batches written at once (two cores: one encodes while the engine stores the other)
 WRITES_IN_FLIGHT = 2
 # reads of a page of documents before one another writer keeps changing is left out
@@ -57,6 +60,8 @@ class ArchiveReport:
     resumed: bool = False  # an import that finished an interrupted one
     skipped: int = 0  # export: documents left out, changed by another writer throughout
     already: bool = False  # import: the store holds this archive, imported whole before
+    joined: int = 0  # merge: documents the store held, their sources added
+    left_out: int = 0  # merge: documents whose every source the store holds with other text
 
     @property
     def chunks(self) -> int:
@@ -65,7 +70,8 @@ class ArchiveReport:
     def to_dict(self) -> dict[str, Any]:
         return {"rows": dict(self.rows), "vectors": self.vectors,
                 "seconds": round(self.seconds, 3), "resumed": self.resumed,
-                "skipped": self.skipped, "already": self.already}
+                "skipped": self.skipped, "already": self.already, "joined": self.joined,
+                "left_out": self.left_out}
 
 
 def _silent(what: str, done: int, total: int) -> None:
@@ -246,10 +252,11 @@ class _Peek:
         return row
 
 
-async def import_into(storage: Storage, archive: Archive, *,
+async def import_into(storage: Storage, archive: Archive, *, merge: bool = False,
                       progress: Progress | None = None) -> ArchiveReport:
     """Write a checked archive (:func:`check_archive`) into the store of ``storage``,
-    which must be empty or hold an interrupted import of the same archive."""
+    which must be empty or hold an interrupted import of the same archive; with ``merge``
+    it may hold anything (:mod:`.archive_merge`)."""
     progress = progress or _silent
     started = asyncio.get_running_loop().time()
     carried = CarriedRows(storage)
@@ -267,22 +274,28 @@ async def import_into(storage: Storage, archive: Archive, *,
     if not ours:
         counts = await carried.counts()
         held = {role: n for role, n in counts.items() if n}
-        if held:
+        if held and not merge:
             raise ArchiveError(
                 f"the store at {storage.store.url} is not empty ("
                 + ", ".join(f"{n} {role}" for role, n in held.items())
-                + "): import into an empty store")
+                + "): import into an empty store, or add --merge")
         await carried.set_import_mark(archive.archive_id)
     else:
         report.resumed = True
     rows = _Decoder(carried, archive)
+    merging = Merge(storage, carried) if merge else None
+    if merging is not None:
+        await merging.prepare(rows.rows("notebook"), rows.rows("files"))
+        rows.remap = merging.remap
     total = int((archive.part("chunks") or _NO_PART).rows)
     progress("chunks", 0, total)
-    await _import_rows(carried, rows, "notebook", report)
+    await _import_rows(carried, rows, "notebook", report, merging)
     await _import_documents(carried, rows, report,
-                            lambda done: progress("chunks", done, total))
+                            lambda done: progress("chunks", done, total), merging)
     for role in _AFTER_DOCUMENTS:
-        await _import_rows(carried, rows, role, report)
+        await _import_rows(carried, rows, role, report, merging)
+    if merging is not None:
+        report.joined, report.left_out = merging.joined, merging.left_out
     progress("notebooks", 0, 0)
     await _copy_notebook_vectors(storage, rows)
     progress("text index", 0, 0)
@@ -306,12 +319,14 @@ class _Decoder:
     def __init__(self, carried: CarriedRows, archive: Archive) -> None:
         self.carried = carried
         self.archive = archive
+        self.remap: Callable[[Any], Any] | None = None  # a merge's notebook ids
 
     def rows(self, role: str) -> Iterator[dict[str, Any]]:
         def vector(n: int) -> Any:
             return self.archive.vector("chunks", n)
         for line in self.archive.lines(role):
-            yield decode(line, self.carried.table_of, vector)
+            row = decode(line, self.carried.table_of, vector)
+            yield self.remap(row) if self.remap is not None else row
 
 
 class _InFlight:
@@ -341,13 +356,20 @@ class _InFlight:
 
 
 async def _import_rows(carried: CarriedRows, rows: _Decoder, role: str,
-                       report: ArchiveReport) -> None:
+                       report: ArchiveReport, merging: Merge | None = None) -> None:
     writes = _InFlight()
 
     async def write(batch: list[dict[str, Any]]) -> None:
         taken = await carried.existing([r["id"] for r in batch])
         fresh = [r for r in batch if str(r["id"]) not in taken]
-        await carried.store.transaction(carried.insert_statement(role, fresh))
+        if merging is None:
+            await carried.store.transaction(carried.insert_statement(role, fresh))
+            return
+        fresh = [r for r in fresh if not merging.skip_row(role, r)]
+        if role == "reference":
+            fresh = await merging.references(fresh)
+        await carried.store.transaction(carried.insert_statement(
+            role, fresh, ignore=role in MERGE_IGNORES))
 
     batch: list[dict[str, Any]] = []
     for row in rows.rows(role):
@@ -363,7 +385,8 @@ async def _import_rows(carried: CarriedRows, rows: _Decoder, role: str,
 
 
 async def _import_documents(carried: CarriedRows, rows: _Decoder, report: ArchiveReport,
-                            progress: Callable[[int], None]) -> None:
+                            progress: Callable[[int], None],
+                            merging: Merge | None = None) -> None:
     """Batches of documents with their chunks, each batch one transaction."""
     limit = PAGE_CHUNKS if carried.storage.chunks.text is not None else ENGINE_INDEX_CHUNKS
     chunks = _Peek(rows.rows("chunks"))
@@ -376,19 +399,25 @@ async def _import_documents(carried: CarriedRows, rows: _Decoder, report: Archiv
                 str(document["id"]):
             batch.append(next(chunks))
         if len(batch) >= limit or len(documents) >= PAGE_ROWS:
-            await writes.add(_write_documents(carried, documents, batch, report, progress))
+            await writes.add(_write_documents(carried, documents, batch, report, progress,
+                                              merging))
             documents, batch = [], []
     if documents:
-        await writes.add(_write_documents(carried, documents, batch, report, progress))
+        await writes.add(_write_documents(carried, documents, batch, report, progress,
+                                          merging))
     await writes.drain()
 
 
 async def _write_documents(carried: CarriedRows, documents: list[dict[str, Any]],
                            chunks: list[dict[str, Any]], report: ArchiveReport,
-                           progress: Callable[[int], None]) -> None:
+                           progress: Callable[[int], None],
+                           merging: Merge | None = None) -> None:
     taken = await carried.existing([d["id"] for d in documents])
-    fresh = [d for d in documents if str(d["id"]) not in taken]
-    fresh_chunks = [c for c in chunks if str(c["document"]) not in taken]
+    if merging is not None:
+        fresh, fresh_chunks = await merging.documents(documents, chunks, taken)
+    else:
+        fresh = [d for d in documents if str(d["id"]) not in taken]
+        fresh_chunks = [c for c in chunks if str(c["document"]) not in taken]
     await carried.store.transaction(carried.insert_statement("documents", fresh),
                                     *carried.chunk_statements(fresh_chunks))
     report.rows["documents"] = report.rows.get("documents", 0) + len(documents)
@@ -455,6 +484,7 @@ Opener = Callable[[Settings, Embedder | None], Awaitable[_Opened]]
 
 
 async def import_archive(source: IO[bytes], open_store: Opener, settings: Settings, *,
+                         merge: bool = False,
                          progress: Progress | None = None) -> ArchiveReport:
     """Read, check and import an archive from a binary stream into the store of
     ``settings`` (opened with ``open_store``, bound to the archive's model)."""
@@ -473,7 +503,8 @@ async def import_archive(source: IO[bytes], open_store: Opener, settings: Settin
                 f"the archive's are of {model[0] if model else 'no model'!r}: import into an "
                 "empty store") from exc
         try:
-            return await import_into(opened.storage, archive, progress=progress)
+            return await import_into(opened.storage, archive, merge=merge,
+                                     progress=progress)
         finally:
             await opened.close()
     finally:

@@ -438,14 +438,15 @@ class KnowledgeBase:
 
     @classmethod
     async def import_archive(cls, source: IO[bytes], db: str | None = None, *,
-                             settings: Settings | None = None,
+                             settings: Settings | None = None, merge: bool = False,
                              progress: ArchiveProgress | None = None) -> ArchiveReport:
         """Import an archive (a binary stream) into an empty store (``db``), bound to the
         archive's model; nothing is extracted or embedded. Run again after an
-        interruption, it finishes the import. Raises :class:`ArchiveError`."""
+        interruption, it finishes the import. ``merge`` imports into a store that holds
+        documents already (docs/archive.md). Raises :class:`ArchiveError`."""
         settings = settings or Settings.from_env()
         return await import_archive(source, cls._opener(), settings.replace(db=db) if db
-                                    else settings, progress=progress)
+                                    else settings, merge=merge, progress=progress)
 
     async def copy_to(self, db: str, *, settings: Settings | None = None,
                       with_keys: bool = False,

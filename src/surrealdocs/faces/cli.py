@@ -1148,6 +1148,9 @@ def export(
 @store_options
 def import_(
     file: Annotated[str, typer.Argument(help="The archive to read (- for stdin)")],
+    merge: Annotated[bool, typer.Option(
+        "--merge", help="Into a store that holds documents already: a document both hold"
+                        " is kept once, a source both hold keeps the store's")] = False,
     *, store: StoreOptions) -> None:
     """Import an archive of `surrealdocs export` into an empty store (--db), with its
     vectors: nothing is extracted or embedded. Interrupted, run it again to finish."""
@@ -1159,10 +1162,11 @@ def import_(
         with progress:
             if file == "-":
                 return await KnowledgeBase.import_archive(
-                    sys.stdin.buffer, settings=store.settings(), progress=update)
+                    sys.stdin.buffer, settings=store.settings(), merge=merge,
+                    progress=update)
             with Path(file).open("rb") as source:
                 return await KnowledgeBase.import_archive(
-                    source, settings=store.settings(), progress=update)
+                    source, settings=store.settings(), merge=merge, progress=update)
 
     try:
         report = _run(work)
@@ -1173,6 +1177,10 @@ def import_(
         return
     done = "finished an interrupted import:" if report.resumed else "imported"
     console.print(f"{done} {_carried(report)} in {report.seconds:.1f} s")
+    if merge:
+        console.print(f"{_count(report.joined, 'document')} the store held already (their"
+                      f" sources added), {_count(report.left_out, 'document')} left out"
+                      " (every source of theirs holds other text here)")
 
 
 @app.command()

@@ -130,14 +130,18 @@ class CarriedRows:
                                           {"ids": list(ids)})
         return {str(t) for t in taken or []}
 
-    def insert_statement(self, role: str, rows: Sequence[dict[str, Any]]) -> Statement:
-        """Insert carried rows of any role but chunks, ids and times as they are."""
+    def insert_statement(self, role: str, rows: Sequence[dict[str, Any]], *,
+                         ignore: bool = False) -> Statement:
+        """Insert carried rows of any role but chunks, ids and times as they are;
+        ``ignore`` skips rows whose UNIQUE field the store holds already (a merge)."""
         if not rows:
             return Statement("")
         relation = " RELATION" if role in RELATIONS else ""
+        skip = " IGNORE" if ignore else ""
         name = f"carried_{role}"
-        return Statement(f"INSERT{relation} INTO {self.tables[role]} ${name} RETURN NONE;",
-                         {name: list(rows), "sd_keep_times": True}, rows=len(rows))
+        return Statement(
+            f"INSERT{relation}{skip} INTO {self.tables[role]} ${name} RETURN NONE;",
+            {name: list(rows), "sd_keep_times": True}, rows=len(rows))
 
     def chunk_statements(self, rows: Sequence[dict[str, Any]]) -> list[Statement]:
         """Insert carried chunks (with ``embedding`` where they have one) through their
