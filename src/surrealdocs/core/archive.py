@@ -302,6 +302,7 @@ async def import_into(storage: Storage, archive: Archive, *, merge: bool = False
     progress("notebooks", 0, 0)
     await _copy_notebook_vectors(storage, rows)
     progress("text index", 0, 0)
+    await storage.store.refresh_engine()  # what the writes left in the engine, freed first
     await carried.merge_text_segments()
     await carried.count_pending_vectors()
     await carried.finish_import_mark()
