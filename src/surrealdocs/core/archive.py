@@ -290,7 +290,8 @@ async def import_into(storage: Storage, archive: Archive, *, merge: bool = False
     if merging is not None:
         await merging.prepare(rows.rows("notebook"), rows.rows("files"))
         rows.remap = merging.remap
-    total = int((archive.part("chunks") or _NO_PART).rows)
+    chunks_part = archive.part("chunks")
+    total = chunks_part.rows if chunks_part is not None else 0
     progress("chunks", 0, total)
     await _import_rows(carried, rows, "notebook", report, merging)
     await _import_documents(carried, rows, report,
@@ -308,13 +309,6 @@ async def import_into(storage: Storage, archive: Archive, *, merge: bool = False
     await carried.finish_import_mark()
     report.seconds = asyncio.get_running_loop().time() - started
     return report
-
-
-class _NoPart:
-    rows = 0
-
-
-_NO_PART = _NoPart()
 
 
 class _Decoder:

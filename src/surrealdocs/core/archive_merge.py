@@ -105,9 +105,7 @@ class Merge:
     async def _member(self, doc: RecordID, notebook: RecordID) -> bool:
         """Put a document the target had before this import in a notebook; False for a
         document this import wrote (its rows carry their notebooks already)."""
-        (row,) = await self.storage.store.query(
-            "SELECT VALUE notebooks FROM ONLY $doc;", {"doc": doc})
-        if isinstance(row, list) and any(str(n) == str(notebook) for n in row):
+        if any(str(n) == str(notebook) for n in await self.storage.documents.notebooks_of(doc)):
             return False  # written by this import with its notebooks, or linked already
         storage = self.storage
         await storage.store.transaction(

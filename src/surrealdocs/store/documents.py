@@ -92,6 +92,11 @@ class DocumentStorage:
         (row,) = await self.store.query("SELECT * FROM ONLY $doc;", {"doc": doc})
         return row if isinstance(row, dict) else None
 
+    async def notebooks_of(self, doc: RecordID) -> list[Any]:
+        """The notebooks a document is in (its own list, in step with the edges)."""
+        (row,) = await self.store.query("SELECT VALUE notebooks FROM ONLY $doc;", {"doc": doc})
+        return list(row) if isinstance(row, list) else []
+
     async def text_of(self, doc: RecordID) -> dict[str, Any] | None:
         """What re-chunking needs: content, generation, notebooks, page starts, headings
         (``(level, text)`` pairs)."""
