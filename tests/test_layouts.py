@@ -49,7 +49,8 @@ async def test_documents_only_store(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     settings = Settings(db="mem://", chunked=False)
     async with await KnowledgeBase.open(settings=settings) as kb:
         assert kb.embedder is None
-        assert await tables(kb.store) == {"documents", "files", "surrealdocs_meta"}
+        assert await tables(kb.store) == {"documents", "files", "surrealdocs_meta",
+                                          "documents_facets"}
         (info,) = await kb.store.query("INFO FOR TABLE documents;")
         assert "FIELDS content FULLTEXT ANALYZER sd_english BM25(0.9,0.4) HIGHLIGHTS" in \
             info["indexes"]["documents_content_ft"]
@@ -181,7 +182,7 @@ async def test_version_1_store_is_upgraded(tmp_path: Path) -> None:
         (schema, info, debris) = await kb.store.query(
             "SELECT * FROM ONLY $k; INFO FOR TABLE documents;"
             " SELECT * FROM ONLY documents:debris;", {"k": Names().schema_key})
-        assert schema["version"] == SCHEMA_VERSION == 16
+        assert schema["version"] == SCHEMA_VERSION == 17
         assert "UNIQUE" in info["indexes"]["documents_source"]
         assert "keywords" in info["fields"]
         assert debris is None  # an incomplete document: the open recovered (deleted) it

@@ -93,7 +93,8 @@ def size(result: CallToolResult) -> int:
 
 async def check_tools(client: Client, *, writes: bool) -> None:
     listed = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert set(listed) == READ_TOOLS | ({"add_text", "ingest_path"} if writes else set())
+    assert set(listed) == READ_TOOLS | ({"add_text", "ingest_path", "add_url"} if writes
+                                         else set())
     search = listed["search"]
     props = search.input_schema["properties"]
     assert search.input_schema["required"] == ["query"]

@@ -207,7 +207,8 @@ def test_ingest_goes_through_the_server_that_holds_the_store(tmp_path: Path,
         wait_ready_process(proc, url)
         code, out = run("ingest", "notes", "--db", db)  # the lock names the way
         assert code == 2 and f"--server {url}" in out
-        result = CliRunner().invoke(app, ["ingest", "notes", "--server", url, "--json"])
+        result = CliRunner().invoke(app, ["ingest", "notes", "--server", url, "--json",
+                                          "--meta", "team=birds"])
         assert result.exit_code == 1, result.output
         report = json.loads(result.stdout)
         by_source = {r["source"]: r for r in report["results"]}
@@ -228,6 +229,13 @@ def test_ingest_goes_through_the_server_that_holds_the_store(tmp_path: Path,
         hits = httpx.get(url + "/v1/search", params={"query": "storks nest", "mode": "text"})
         assert hits.json()["hits"][0]["source"] == "upload://notes/birds/storks.md"
         assert httpx.get(url + "/v1/stats").json()["documents"] == 2  # replaced, not copied
+        # metadata through the server: set by the upload, changed by `meta`, filtered on
+        code, out = run("meta", "upload://notes/herons.txt", "team=waders", "--server", url)
+        assert code == 0 and "team: waders" in out, out
+        code, out = run("search", "storks herons", "--mode", "text", "--json",
+                        "--where", "team=birds", "--server", url)
+        assert code == 0, out
+        assert [h["source"] for h in json.loads(out)] == ["upload://notes/birds/storks.md"]
 
 
 def test_notebook_commands_and_add_go_through_the_server(tmp_path: Path,

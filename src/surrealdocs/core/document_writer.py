@@ -26,6 +26,7 @@ from ..errors import StoreError
 from ..parts.chunk import Chunk
 from ..parts.digest import sha256
 from ..parts.extract import Extracted
+from ..parts.metadata import with_times
 from ..parts.results import FileResult, id_text
 from ..store.chunks import IDS_TAKEN_MARK, Move
 from ..store.connection import STALE_MARK, Statement
@@ -222,11 +223,12 @@ class DocumentWriter:
         """
         storage = self.storage
         rows = storage.chunks.rows(doc_id, plan.insert, plan.vectors)
-        fields = self._fields(key, doc, content_hash)
-        # a new version of a source keeps the old one's notebooks and topics
+        # a new version of a source keeps the old one's notebooks, topics and the user's
+        # own metadata
         notebooks: list[Any] = []
         topics: list[str] = []
         old = (previous or {}).get("document_membership") or {}
+        fields = self._fields(key, doc, content_hash, old.get("user_metadata") or {})
         if old.get("notebooks") or old.get("topics"):
             notebooks, topics = await storage.documents.membership_of_source(key)
         moving = [storage.documents.sole_source_check_statement(key, plan.old),
@@ -252,13 +254,19 @@ class DocumentWriter:
         storage.chunks.written()
         self.touched_notebooks.update(notebooks)
 
-    def _fields(self, key: str, doc: Extracted, content_hash: str) -> dict[str, Any]:
-        """A document's record, as written."""
+    def _fields(self, key: str, doc: Extracted, content_hash: str,
+                own: dict[str, Any]) -> dict[str, Any]:
+        """A document's record, as written (``own``: the user's metadata, over the
+        extractor's)."""
         return {
             "sources": [key], "content": doc.content,
             "mime_type": doc.mime_type, "content_hash": content_hash, "title": doc.title,
             "authors": doc.authors, "created_at": doc.created_at,
-            "metadata": doc.metadata, "detected_languages": doc.detected_languages,
+            # (the facade keeps kreuzberg's metadata as kreuzberg gives it)
+            "metadata": {**(with_times(doc.metadata) if self.settings.separate_vectors
+                            else doc.metadata), **own},
+            **({"user_metadata": own} if own else {}),
+            "detected_languages": doc.detected_languages,
             "keywords": doc.keywords,
             "quality_score": doc.quality_score, "page_count": doc.page_count,
             "page_starts": doc.page_starts, "chunk_count": len(doc.chunks),

@@ -26,22 +26,27 @@ import re
 import secrets
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..config import Settings
 from ..errors import ConfigurationError
+from ..parts.metadata import user_metadata
 from ..parts.results import FileResult
 from ..store.folders import check_uploads_dir, uploads_dir
 from ..store.storage import Storage
+from ..web.urls import normalise
 from .ingest import Ingestor
 from .job_runner import Job, JobService, Report
+from .metadata import file_metadata
 from .notebook_service import NotebookService, check_topics
+from .web_sources import WebSources
 
 log = logging.getLogger("surrealdocs.uploads")
 
 INGEST = "ingest"
+INGEST_URLS = "ingest_urls"  # web pages: fetched by the job (core/web_sources.py)
 # how long an upload folder no queued job refers to is kept on a shared store (another
 # process may be about to queue its job); on an embedded store nobody else can
 ORPHAN_SECONDS = 3600
@@ -64,17 +69,19 @@ class IngestJobs:
     """Queues ``ingest`` jobs and runs them (registered on ``kb.jobs``)."""
 
     def __init__(self, storage: Storage, settings: Settings, jobs: JobService,
-                 ingestor: Ingestor, notebooks: NotebookService) -> None:
+                 ingestor: Ingestor, notebooks: NotebookService, web: WebSources) -> None:
         self.storage = storage
         self.settings = settings
         self.jobs = jobs
         self.ingestor = ingestor
         self.notebooks = notebooks
+        self.web = web
         self.root = uploads_dir(settings)
         # a name is chosen and its job queued as one step: two uploads of the same name at
         # once must not both find it free
         self._naming = asyncio.Lock()
         jobs.register(INGEST, self._run)
+        jobs.register(INGEST_URLS, self._run_urls)
 
     def new_folder(self) -> Path:
         """A fresh folder under the uploads directory for the files of one job, marked as
@@ -89,13 +96,14 @@ class IngestJobs:
     async def submit(self, files: Sequence[tuple[str, str | Path]], *,
                      folder: Path | None = None, notebook: Any = None,
                      topics: Sequence[str] = (), force: bool = False,
-                     retry_failed: bool = True, start: bool = True) -> Job:
+                     retry_failed: bool = True, start: bool = True,
+                     metadata: Mapping[str, Any] | None = None) -> Job:
         """Queue the ingest of ``files``, given as ``(source, path)``.
 
         With ``folder`` (from :meth:`new_folder`), the files are in it and it is removed once
         the job is done or failed; without, the files are ingested where they are. The
-        ``notebook`` (name or id) and ``topics`` are checked now and applied to the
-        documents when they are stored. ``retry_failed``: a file with the same bytes as one
+        ``notebook`` (name or id), ``topics`` and ``metadata`` are checked now and applied
+        to the documents when they are stored. ``retry_failed``: a file with the same bytes as one
         that failed before is tried again (someone uploaded it again).
         """
         if not files:
@@ -121,12 +129,14 @@ class IngestJobs:
         nb = None if notebook is None else str(await self.notebooks.resolve(notebook))
         payload: dict[str, Any] = {"files": entries, "folder": folder.name if folder else None,
                                    "notebook": nb, "topics": topic_list, "force": bool(force),
-                                   "retry_failed": bool(retry_failed)}
+                                   "retry_failed": bool(retry_failed),
+                                   "metadata": user_metadata(metadata) or None}
         return await self.jobs.submit(INGEST, payload=payload, start=start)
 
     async def submit_named(self, files: Sequence[tuple[str, str, Path]], *, folder: Path,
                            replace: bool = False, notebook: Any = None,
-                           topics: Sequence[str] = (), force: bool = False
+                           topics: Sequence[str] = (), force: bool = False,
+                           metadata: Mapping[str, Any] | None = None
                            ) -> tuple[Job, list[str]]:
         """Queue uploaded files, given as ``(wanted name, SHA-256, path)``, each under the
         name :meth:`free_sources` gives it; the names are chosen and the job queued as one
@@ -136,7 +146,7 @@ class IngestJobs:
                                             replace=replace)
             job = await self.submit([(name, path) for name, (_, _, path) in zip(names, files)],
                                     folder=folder, notebook=notebook, topics=topics,
-                                    force=force)
+                                    force=force, metadata=metadata)
         return job, names
 
     async def free_sources(self, files: Sequence[tuple[str, str]], *,
@@ -277,8 +287,75 @@ class IngestJobs:
                 await task
         if notebook or topics:
             await self.notebooks.file_documents(ingest_report, notebook, topics)
+        metadata = payload.get("metadata")
+        await file_metadata(self.storage, ingest_report, metadata)
         return {"files": total, "done": total, **ingest_report.to_dict(),
-                "notebook": notebook, "topics": topics}
+                "notebook": notebook, "topics": topics,
+                **({"metadata": metadata} if metadata else {})}
+
+    # ----- web pages ------------------------------------------------------------------
+    async def submit_urls(self, urls: Sequence[str], *, sitemaps: Sequence[str] = (),
+                          follow: int = 0, max_pages: int = 100, notebook: Any = None,
+                          topics: Sequence[str] = (), metadata: Mapping[str, Any] | None = None,
+                          force: bool = False, allow_private: bool = False) -> Job:
+        """Queue the fetch and ingest of web pages (as :meth:`WebSources.ingest` takes
+        them); the notebook, topics and metadata are checked now and applied to the
+        documents when they are stored. ``allow_private`` is the server's to give."""
+        if not urls and not sitemaps:
+            raise ConfigurationError("give at least one URL or sitemap")
+        for url in [*urls, *sitemaps]:
+            normalise(url)  # a text that is no http(s) URL fails now, not in the job
+        if follow < 0 or max_pages < 1:
+            raise ConfigurationError("follow must be 0 or more and max_pages 1 or more")
+        nb = None if notebook is None else str(await self.notebooks.resolve(notebook))
+        payload = {"urls": list(urls), "sitemaps": list(sitemaps), "follow": int(follow),
+                   "max_pages": int(max_pages), "notebook": nb,
+                   "topics": check_topics(topics), "metadata": user_metadata(metadata) or None,
+                   "force": bool(force), "allow_private": bool(allow_private)}
+        return await self.jobs.submit(INGEST_URLS, payload=payload)
+
+    async def _run_urls(self, job: Job, report: Report) -> dict[str, Any]:
+        payload = job.payload or {}
+        notebook, topics = payload.get("notebook"), list(payload.get("topics") or [])
+        if notebook:
+            await self.notebooks.resolve(notebook)
+        done: list[FileResult] = []
+        total = [0]
+
+        def discovered(n: int) -> None:
+            total[0] = n
+
+        def on_result(result: FileResult) -> None:
+            done.append(result)
+
+        task = asyncio.get_running_loop().create_task(self._report_urls(report, done, total))
+        try:
+            ingest_report = await self.web.ingest(
+                payload.get("urls") or [], sitemaps=payload.get("sitemaps") or [],
+                follow=int(payload.get("follow") or 0),
+                max_pages=int(payload.get("max_pages") or 100),
+                force=bool(payload.get("force")), retry_failed=True,
+                allow_private=bool(payload.get("allow_private")), on_result=on_result,
+                on_discovered=discovered)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if notebook or topics:
+            await self.notebooks.file_documents(ingest_report, notebook, topics)
+        metadata = payload.get("metadata")
+        await file_metadata(self.storage, ingest_report, metadata)
+        return {"pages": len(ingest_report.results), **ingest_report.to_dict(),
+                "notebook": notebook, "topics": topics,
+                **({"metadata": metadata} if metadata else {})}
+
+    @staticmethod
+    async def _report_urls(report: Report, done: list[FileResult], total: list[int]) -> None:
+        while True:
+            await report(min(len(done) / max(total[0], 1), 0.99),
+                         {"pages": total[0], "done": len(done),
+                          "results": [r.to_dict() for r in done[-20:]]})
+            await asyncio.sleep(REPORT_EVERY * 5)
 
     def _remove(self, folder: Path | None) -> None:
         if folder is not None and folder.parent == self.root and is_upload_folder(folder):

@@ -27,6 +27,7 @@ from ..config import Settings
 from ..embed import Embedder, EmbeddingRunner, get_embedder, provenance
 from ..embed.carried import CarriedModel
 from ..errors import ConfigurationError, NotFoundError, SchemaNotInitializedError
+from ..parts.metadata import user_metadata
 from ..parts.results import (
     FileResult,
     Forgotten,
@@ -48,12 +49,14 @@ from .ingest import Ingestor, ProgressCallback
 from .ingest_jobs import IngestJobs
 from .job_runner import JobService
 from .key_service import ApiKeyService
+from .metadata import MetadataService
 from .notebook_service import Notebook, NotebookService
 from .reader import DocumentReader, as_path
 from .reembed import reembed as reembed_store
 from .search import Searcher, query_words
 from .search_request import SearchRequest
 from .sync import Syncer, check_glob
+from .web_sources import WebSources
 
 T = TypeVar("T")
 
@@ -80,6 +83,7 @@ class KnowledgeBase:
         self.jobs = JobService(self.storage.jobs, exclusive=store.owned and store.embedded)
         self._ingestor = Ingestor(self.storage, self.embedding, settings)
         self._syncer = Syncer(self.storage, self._ingestor, settings)
+        self.web = WebSources(self.storage, self._ingestor, settings)  # core/web_sources.py
         self._searcher = Searcher(self.storage.legs, self.embedding, settings,
                                   store.names.language)
         self._notebooks = NotebookService(
@@ -91,13 +95,14 @@ class KnowledgeBase:
             self.loop = None
         self._ingest_jobs = IngestJobs(
             self.storage, settings, self.jobs, self._ingestor,
-            self._notebooks) if self._notebooks is not None else None
+            self._notebooks, self.web) if self._notebooks is not None else None
         self._keys = ApiKeyService(self.storage.keys) if settings.chunked else None
         # reading what is stored: core/reader.py
         self.reader = DocumentReader(self.storage, settings,
                                      lambda ref: self.notebooks.resolve(ref))
         self.conversations = ConversationService(  # chats with the store: core/conversations
             self.storage.conversations, settings, self.ask, self.reader.resolve_notebook)
+        self.metadata = MetadataService(self.storage, self.reader)  # core/metadata.py
         self.documents = self.reader.documents
         self.count_documents = self.reader.count_documents
         self.document = self.reader.document
@@ -262,20 +267,26 @@ class KnowledgeBase:
     # ----- ingest ----------------------------------------------------------------------
     async def ingest(self, paths: Iterable[str | Path], *, glob: str = "**/*",
                      force: bool = False, retry_failed: bool = False,
+                     metadata: Mapping[str, Any] | None = None,
                      on_result: ProgressCallback | None = None,
                      on_discovered: Callable[[int], None] | None = None) -> IngestReport:
         """Ingest files and directories (expanded with ``glob``).
 
         Unchanged files (same bytes as last time) are skipped before extraction; ``force``
         re-extracts them, ``retry_failed`` retries only the ones that failed last time.
+        ``metadata`` (keys of the user's own) is set on every document the files give.
         """
         check_glob(glob)
-        return await self._ingestor.ingest_paths(
+        user_metadata(metadata)  # checked before any work
+        report = await self._ingestor.ingest_paths(
             paths, glob=glob, force=force, retry_failed=retry_failed, on_result=on_result,
             on_discovered=on_discovered)
+        await self.metadata.file_documents(report, metadata)
+        return report
 
     async def sync(self, paths: Iterable[str | Path] | str | Path, *, glob: str = "**/*",
                    dry_run: bool = False, notebook: Notebook | Any = None,
+                   metadata: Mapping[str, Any] | None = None,
                    on_result: ProgressCallback | None = None,
                    on_discovered: Callable[[int], None] | None = None) -> SyncReport:
         """Make the store mirror folders: what they hold is ingested (unchanged files are
@@ -287,10 +298,12 @@ class KnowledgeBase:
 
         ``glob`` picks the files inside the folders (and the stored sources the sync
         answers for); ``notebook`` (a Notebook, its id or its name) also puts every
-        document of the folders in that notebook; ``dry_run`` computes the plan and
-        changes nothing. See :mod:`surrealdocs.core.sync`.
+        document of the folders in that notebook, and ``metadata`` sets those keys on
+        them; ``dry_run`` computes the plan and changes nothing. See
+        :mod:`surrealdocs.core.sync`.
         """
         check_glob(glob)
+        user_metadata(metadata)
         roots = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not roots:
             raise ConfigurationError("give at least one folder to sync")
@@ -303,14 +316,19 @@ class KnowledgeBase:
         report, plan = await self._syncer.sync(roots, glob, dry_run=dry_run,
                                                on_result=on_result, on_plan=discovered)
         self.storage.chunks.written()  # its deletions can make a segment due for a merge
-        if nb is not None:
+        if nb is not None or (metadata and not dry_run):
             docs = await self._syncer.documents_of(plan)
-            report.notebook = id_text(nb)
-            report.linked = await self.notebooks.link_documents(nb, docs, dry_run=dry_run)
+            if nb is not None:
+                report.notebook = id_text(nb)
+                report.linked = await self.notebooks.link_documents(nb, docs,
+                                                                    dry_run=dry_run)
+            if not dry_run:
+                await self.metadata.file_documents(docs, metadata)
         return report
 
     async def watch(self, paths: Iterable[str | Path] | str | Path, *, glob: str = "**/*",
                     notebook: Notebook | Any = None, settle: float = 0.5,
+                    metadata: Mapping[str, Any] | None = None,
                     on_pass: Callable[[SyncReport], Any] | None = None,
                     on_result: ProgressCallback | None = None,
                     on_changes: Callable[[int], None] | None = None,
@@ -322,7 +340,8 @@ class KnowledgeBase:
         roots = [paths] if isinstance(paths, (str, Path)) else list(paths)
 
         async def one_pass() -> None:
-            report = await self.sync(roots, glob=glob, notebook=notebook, on_result=on_result)
+            report = await self.sync(roots, glob=glob, notebook=notebook, metadata=metadata,
+                                     on_result=on_result)
             if on_pass:
                 on_pass(report)
 
@@ -332,31 +351,74 @@ class KnowledgeBase:
                                  stop=stop, on_changes=on_changes)
 
     async def ingest_bytes(self, data: bytes, *, mime_type: str, source: str,
-                           force: bool = False, retry_failed: bool = False) -> FileResult:
+                           force: bool = False, retry_failed: bool = False,
+                           metadata: Mapping[str, Any] | None = None) -> FileResult:
         """Ingest raw bytes of a given MIME type under a source name (e.g. ``upload://x``).
         The same bytes under the same name again are skipped, failures included (unless
-        ``retry_failed``)."""
-        return await self._ingestor.ingest_bytes(data, mime_type, source, force=force,
-                                                 retry_failed=retry_failed)
+        ``retry_failed``); ``metadata`` is set on the document."""
+        user_metadata(metadata)
+        result = await self._ingestor.ingest_bytes(data, mime_type, source, force=force,
+                                                   retry_failed=retry_failed)
+        if result.document_id:
+            await self.metadata.file_documents([result.document_id], metadata)
+        return result
 
     async def ingest_many_bytes(self, items: Iterable[tuple[str, bytes, str]], *,
                                 force: bool = False, retry_failed: bool = False,
+                                metadata: Mapping[str, Any] | None = None,
                                 on_result: ProgressCallback | None = None) -> IngestReport:
         """Ingest many in-memory documents, each ``(source, data, mime_type)``, through the
         same pipeline as :meth:`ingest_bytes`, concurrently and with one HNSW rebuild check
-        at the end."""
-        return await self._ingestor.ingest_many(items, force=force, retry_failed=retry_failed,
-                                                on_result=on_result)
+        at the end; ``metadata`` is set on every document."""
+        user_metadata(metadata)
+        report = await self._ingestor.ingest_many(items, force=force,
+                                                  retry_failed=retry_failed,
+                                                  on_result=on_result)
+        await self.metadata.file_documents(report, metadata)
+        return report
 
     async def ingest_texts(self, texts: Mapping[str, str] | Iterable[tuple[str, str]], *,
                            mime_type: str = "text/plain", force: bool = False,
                            retry_failed: bool = False,
+                           metadata: Mapping[str, Any] | None = None,
                            on_result: ProgressCallback | None = None) -> IngestReport:
         """Ingest many texts, given as ``{source: text}`` or ``(source, text)`` pairs."""
         pairs = texts.items() if isinstance(texts, Mapping) else texts
         return await self.ingest_many_bytes(
             ((source, text.encode("utf-8"), mime_type) for source, text in pairs),
-            force=force, retry_failed=retry_failed, on_result=on_result)
+            force=force, retry_failed=retry_failed, metadata=metadata, on_result=on_result)
+
+    async def ingest_urls(self, urls: Iterable[str] = (), *, sitemaps: Sequence[str] = (),
+                          follow: int = 0, max_pages: int = 1000, force: bool = False,
+                          retry_failed: bool = False, allow_private: bool = True,
+                          obey_robots: bool = True, metadata: Mapping[str, Any] | None = None,
+                          on_result: ProgressCallback | None = None,
+                          on_discovered: Callable[[int], None] | None = None
+                          ) -> IngestReport:
+        """Fetch web pages and ingest them (docs/web.md): ``urls``, the pages ``sitemaps``
+        list, and with ``follow`` the pages they link to within the same host and path, at
+        most ``max_pages``. A page asked again answers 304 (unchanged, nothing read) when
+        its ETag or Last-Modified says so. ``allow_private=False`` refuses loopback,
+        private and reserved addresses (what a server does); ``metadata`` is set on every
+        document."""
+        user_metadata(metadata)
+        report = await self.web.ingest(
+            urls, sitemaps=sitemaps, follow=follow, max_pages=max_pages, force=force,
+            retry_failed=retry_failed, allow_private=allow_private, obey_robots=obey_robots,
+            on_result=on_result, on_discovered=on_discovered)
+        await self.metadata.file_documents(report, metadata)
+        return report
+
+    async def refresh(self, *, older_than: float | None = None, prune: bool = False,
+                      allow_private: bool = True, obey_robots: bool = True,
+                      on_result: ProgressCallback | None = None,
+                      on_discovered: Callable[[int], None] | None = None) -> IngestReport:
+        """Re-check every web page source (fetched more than ``older_than`` seconds ago):
+        304s are unchanged, changed pages replaced, a page that is gone (404, 410) reported
+        and, with ``prune``, removed."""
+        return await self.web.refresh(older_than=older_than, prune=prune,
+                                      allow_private=allow_private, obey_robots=obey_robots,
+                                      on_result=on_result, on_discovered=on_discovered)
 
     async def delete(self, source: str) -> bool:
         """Forget a source; its document (and chunks) go when no other source shares it."""
@@ -387,12 +449,15 @@ class KnowledgeBase:
 
     # ----- documents -------------------------------------------------------------------
     async def forget(self, refs: Sequence[str] = (), *, glob: str | None = None,
-                     dry_run: bool = False) -> list[Forgotten]:
+                     where: Any = None, dry_run: bool = False) -> list[Forgotten]:
         """Forget sources (paths or names) and delete documents (``documents:…`` ids,
-        whatever their sources), plus every source ``glob`` matches; with ``dry_run``, say
-        what would go and change nothing. A source not found comes back with the stored
-        sources whose name ends like it (a name typed without its folder)."""
+        whatever their sources), plus every source ``glob`` matches and every document
+        whose metadata passes ``where``; with ``dry_run``, say what would go and change
+        nothing. A source not found comes back with the stored sources whose name ends
+        like it (a name typed without its folder)."""
         targets = [*refs, *(await self.sources_matching(glob) if glob else [])]
+        if where is not None:
+            targets += await self.reader.ids_matching(where)
         out = []
         for ref in dict.fromkeys(targets):
             is_doc = ref.startswith(self.storage.documents.table + ":")

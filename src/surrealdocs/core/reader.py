@@ -22,6 +22,7 @@ from ..store.documents import record_id
 from ..store.schema import SCHEMA_VERSION
 from ..store.storage import Storage
 from .notebook_service import Notebook
+from .search_request import metadata_filter
 
 # the furthest a page of documents may start
 MAX_OFFSET = 10**12
@@ -41,10 +42,11 @@ class DocumentReader:
                         mime_type: str | Sequence[str] | None = None,
                         topics: Sequence[str] | None = None,
                         created_after: dt.datetime | None = None,
-                        created_before: dt.datetime | None = None) -> list[Document]:
+                        created_before: dt.datetime | None = None,
+                        where: Any = None) -> list[Document]:
         """Stored documents, oldest first, a page at a time (without their text), with the
         filters a search takes (a notebook, a source glob, MIME types, topics, when
-        ingested)."""
+        ingested, ``where`` on their metadata)."""
         if isinstance(offset, bool) or not isinstance(offset, int) \
                 or not 0 <= offset <= MAX_OFFSET:
             raise ConfigurationError(
@@ -52,7 +54,7 @@ class DocumentReader:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise ConfigurationError(f"limit must be an integer from 1 to 10000, got {limit!r}")
         filters = await self._filters(notebook, source, mime_type, topics, created_after,
-                                      created_before)
+                                      created_before, where)
         rows = await self.storage.documents.select(filters=filters, offset=offset,
                                                    limit=limit, text=False)
         return [_document(row) for row in rows]
@@ -62,19 +64,27 @@ class DocumentReader:
                               mime_type: str | Sequence[str] | None = None,
                               topics: Sequence[str] | None = None,
                               created_after: dt.datetime | None = None,
-                              created_before: dt.datetime | None = None) -> int:
+                              created_before: dt.datetime | None = None,
+                              where: Any = None) -> int:
         """How many documents :meth:`documents` would list, over all its pages."""
         filters = await self._filters(notebook, source, mime_type, topics, created_after,
-                                      created_before)
+                                      created_before, where)
         return await self.storage.documents.count(filters=filters)
+
+    async def ids_matching(self, where: Any) -> list[str]:
+        """The ids of every complete document whose metadata passes ``where``."""
+        filters = Filters(where=metadata_filter(where))
+        rows = await self.storage.documents.select(filters=filters, text=False)
+        return [id_text(row["id"]) for row in rows]
 
     async def _filters(self, notebook: Any, source: str | None,
                        mime_type: str | Sequence[str] | None, topics: Sequence[str] | None,
                        created_after: dt.datetime | None,
-                       created_before: dt.datetime | None) -> Filters:
+                       created_before: dt.datetime | None, where: Any = None) -> Filters:
         nb = None if notebook is None else await self.resolve_notebook(notebook)
         return Filters(source=source, mime_type=mime_type, notebook=nb, topics=topics,
-                       created_after=created_after, created_before=created_before)
+                       created_after=created_after, created_before=created_before,
+                       where=metadata_filter(where))
 
     async def failure(self, ref: str) -> FileResult | None:
         """The failed last ingest of the source ``ref`` (a name, or a path as given or
@@ -106,9 +116,9 @@ class DocumentReader:
         if row is None or not row.get("complete"):
             raise NotFoundError(f"no document {ref!r}")
         document = _document(row)
+        document.metadata = row.get("metadata")
         if text:
             document.content = row.get("content") or ""
-            document.metadata = row.get("metadata")
             if self.settings.chunked:
                 document.chunks = [_span(r) for r in await self.storage.chunks.spans(doc)]
         else:

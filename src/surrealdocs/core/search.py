@@ -135,6 +135,9 @@ class Searcher:
         text = request.query or ""
         if request.query_vector is None and common_words_only(text):
             return []  # nothing to look for (search_notice says so)
+        filters = await self.legs.resolve(filters)
+        if filters.documents is not None and filters.documents.nothing:
+            return []  # no document passes the metadata filter
         embedded = await self._embed(request, filters)
         try:
             hits = await self._found(request, filters, embedded)
@@ -419,6 +422,7 @@ def _fill(hit: Hit, row: dict[str, Any]) -> None:
     hit.mime_type = row.get("mime_type") or ""
     hit.content = row.get("content") or ""
     hit.context = row.get("context")
+    hit.metadata = row.get("metadata") or None
     hit.chunk_index = int(row.get("chunk_index") or 0)
     hit.char_start = int(row.get("char_start") or 0)
     hit.char_end = int(row.get("char_end") or 0)

@@ -16,6 +16,7 @@ from typing import Any
 from ..config import FUSIONS, Settings
 from ..errors import ConfigurationError
 from ..parts.filters import Filters
+from ..parts.metadata import AllOf, AnyOf, Condition, MetaFilter, parse_filter, parse_where
 
 MODES = ("hybrid", "vector", "text")
 MAX_RESULTS = 10_000  # the most hits (and candidates per leg) one search may ask for
@@ -28,7 +29,9 @@ class SearchRequest:
     ``mode``: ``hybrid``, ``vector`` or ``text`` (BM25). Filters, applied inside the query:
     ``source`` (a glob over sources), ``mime_type`` (one or several), ``notebook`` (a
     Notebook, its id or its name), ``topics`` (any of them), ``created_after`` and
-    ``created_before`` (when the source was ingested). ``min_score`` drops hits scoring
+    ``created_before`` (when the source was ingested), ``where`` (the documents' metadata:
+    ``--where`` texts, a JSON filter object, or a :class:`~surrealdocs.parts.metadata`
+    filter; docs/filters.md). ``min_score`` drops hits scoring
     below it (scores are 0-1 in every mode). Hybrid search fuses ``candidates`` hits of each
     leg with ``fusion`` (``zscore``, ``minmax`` or ``rrf``, with ``rrf_k``), weighting the
     legs by ``text_weight`` and ``vector_weight`` (unset: the settings'). ``per_document``:
@@ -59,6 +62,7 @@ class SearchRequest:
     per_document: bool = False
     query_vector: Sequence[float] | None = None
     cutoff: bool = True
+    where: Any = None
 
     @classmethod
     def of(cls, query: str | SearchRequest | None = None, **options: Any) -> SearchRequest:
@@ -119,13 +123,15 @@ class SearchRequest:
                 raise ConfigurationError("text search needs query text, not only a vector")
             mode = "vector"
         return self.replace(query=text, mode=mode, candidates=candidates, fusion=fusion,
-                            text_weight=text_weight, vector_weight=vector_weight, rrf_k=rrf_k)
+                            text_weight=text_weight, vector_weight=vector_weight, rrf_k=rrf_k,
+                            where=metadata_filter(self.where))
 
     def filters(self, notebook: Any = None) -> Filters:
         """The request's filters, its notebook resolved to ``notebook`` (a record id)."""
         return Filters(source=self.source, mime_type=self.mime_type, notebook=notebook,
                        topics=self.topics, created_after=self.created_after,
-                       created_before=self.created_before)
+                       created_before=self.created_before,
+                       where=metadata_filter(self.where))
 
     def options(self) -> dict[str, Any]:
         """Every field but the query, by name."""
@@ -133,6 +139,20 @@ class SearchRequest:
 
 
 SEARCH_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SearchRequest))
+
+
+def metadata_filter(where: Any) -> MetaFilter | None:
+    """A metadata filter from what a face gives: ``--where`` text (or a list of them), a
+    JSON filter object, or a filter already made."""
+    if where is None or isinstance(where, (Condition, AllOf, AnyOf)):
+        return where
+    if isinstance(where, str) or (isinstance(where, (list, tuple))
+                                  and all(isinstance(w, str) for w in where)):
+        return parse_where(where)
+    if isinstance(where, dict):
+        return parse_filter(where)
+    raise ConfigurationError("where must be --where text, a list of them, or a JSON filter"
+                             f" object, got {type(where).__name__}")
 
 
 def _check_int(name: str, value: Any, minimum: int, maximum: int) -> None:

@@ -46,9 +46,11 @@ from ..core.search import search_notice
 from ..core.search_request import MODES, SearchRequest
 from ..errors import NotFoundError, StoreError, SurrealDocsError
 from ..parts.chunk import HEADING_SEPARATOR
-from ..parts.results import FileResult, Hit, IngestReport, SyncReport, id_text
+from ..parts.metadata import parse_meta, parse_where
+from ..parts.results import FileResult, Hit, IngestReport, SyncReport, id_text, jsonable
 from ..parts.snippet import Snippet, snippet
 from ..parts.terminal import printable
+from ..web.urls import is_url
 from .served import ServedKnowledgeBase
 
 app = typer.Typer(
@@ -63,6 +65,13 @@ err_console = Console(stderr=True, emoji=False, highlight=False)
 T = TypeVar("T")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for machines")]
+WhereFilter = Annotated[list[str] | None, typer.Option(
+    "--where", help="Only documents whose metadata passes: KEY=VALUE, KEY!=VALUE, KEY<VALUE,"
+                    " <=, >, >=, 'KEY in A,B', 'KEY not in A,B', 'KEY exists' (repeatable:"
+                    " all must hold)")]
+MetaOption = Annotated[list[str] | None, typer.Option(
+    "--meta", help="Metadata of your own, KEY=VALUE (repeatable; numbers, ISO dates and"
+                   " true/false are typed; a key given twice makes a list)")]
 
 
 @dataclass(frozen=True)
@@ -232,6 +241,24 @@ def _with_kb(store: StoreOptions, work: Callable[[KnowledgeBase], Awaitable[T]],
     return _run(main)
 
 
+def _meta(pairs: list[str] | None) -> dict[str, Any] | None:
+    """``--meta`` pairs as metadata (a bad pair: its message, exit 2)."""
+    try:
+        return parse_meta(pairs) if pairs else None
+    except SurrealDocsError as exc:
+        _fail(str(exc))
+
+
+def _where(texts: list[str] | None) -> list[str] | None:
+    """``--where`` texts, checked (a bad one: its message, exit 2); passed on as they are,
+    so that a server takes them as its own API does."""
+    try:
+        parse_where(texts)
+    except SurrealDocsError as exc:
+        _fail(str(exc))
+    return texts or None
+
+
 def _print_json(value: Any) -> None:
     console.print_json(json.dumps(value, default=str))
 
@@ -240,28 +267,110 @@ def _print_json(value: Any) -> None:
 @app.command()
 @store_options
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(
-        help="Files and directories to ingest", readable=False)],
+    paths: Annotated[list[str] | None, typer.Argument(
+        help="Files, directories and web pages (http:// or https:// URLs) to ingest",
+        show_default=False)] = None,
     glob: Annotated[str, typer.Option(help="Pattern for files inside directories")] = "**/*",
     force: Annotated[bool, typer.Option(help="Re-extract files even if unchanged")] = False,
     retry_failed: Annotated[bool, typer.Option(
         help="Retry unchanged files that failed last time")] = False,
+    urls: Annotated[Path | None, typer.Option(
+        "--urls", help="A file of web page URLs, one a line (# starts a comment)",
+        show_default=False)] = None,
+    sitemap: Annotated[list[str] | None, typer.Option(
+        "--sitemap", help="Ingest the pages this sitemap lists (repeatable)",
+        show_default=False)] = None,
+    follow: Annotated[int, typer.Option(
+        "--follow", min=0, help="Also ingest the pages the web pages link to, this many links"
+                                " deep, within the same host and path")] = 0,
+    max_pages: Annotated[int, typer.Option(
+        "--max-pages", min=1, help="The most web pages one ingest fetches (a crawl, a"
+                                   " sitemap)")] = 1000,
+    robots: Annotated[bool, typer.Option(
+        "--robots/--no-robots", help="Obey the sites' robots.txt")] = True,
     chunk_size: Annotated[int | None, typer.Option(help="Characters per chunk")] = None,
     chunk_overlap: Annotated[int | None, typer.Option(help="Characters of overlap")] = None,
     chunk_context: Annotated[str | None, typer.Option(
         help="headings: embed each chunk with the section headings it lies under;"
              " none: the text alone")] = None,
+    meta: MetaOption = None,
     as_json: JsonOption = False,
     *, store: StoreOptions,
 ) -> None:
-    """Ingest files: extract, chunk, embed and store them; skip the ones already stored."""
+    """Ingest files and web pages: extract, chunk, embed and store them; skip the ones
+    already stored (a page asked again answers whether it changed)."""
+    metadata = _meta(meta)
+    given = list(paths or [])
+    if urls is not None:
+        try:
+            given += [line.split("#", 1)[0].strip()
+                      for line in urls.read_text(encoding="utf-8").splitlines()]
+        except (OSError, UnicodeDecodeError) as exc:
+            _fail(f"cannot read --urls {urls}: {exc}")
+        given = [g for g in given if g]
+    pages = [g for g in given if is_url(g)]
+    files = [g for g in given if not is_url(g)]
+    if not files and not pages and not sitemap:
+        _fail("name files, directories or web pages to ingest (or --urls FILE, --sitemap"
+              " URL)")
+
+    async def work(kb: KnowledgeBase) -> IngestReport:
+        report = IngestReport()
+        if files:
+            report = await kb.ingest(files, glob=glob, force=force, retry_failed=retry_failed,
+                                     metadata=metadata, on_result=on_result,
+                                     on_discovered=on_discovered)
+        if pages or sitemap:
+            fetched = await kb.ingest_urls(
+                pages, sitemaps=sitemap or (), follow=follow, max_pages=max_pages,
+                force=force, retry_failed=retry_failed, obey_robots=robots,
+                metadata=metadata, on_result=on_result,
+                on_discovered=lambda n: on_discovered(n + len(report.results)))
+            report.results += fetched.results
+            report.seconds += fetched.seconds
+            report.index_rebuilt = report.index_rebuilt or fetched.index_rebuilt
+        return report
+
     with _ingest_progress(as_json) as on_discovered_and_result:
         on_discovered, on_result = on_discovered_and_result
-        report = _with_kb(store, lambda kb: kb.ingest(
-            paths, glob=glob, force=force, retry_failed=retry_failed, on_result=on_result,
-            on_discovered=on_discovered), create=True, chunk_size=chunk_size,
-            chunk_overlap=chunk_overlap, chunk_context=chunk_context)
+        report = _with_kb(store, work, create=True, chunk_size=chunk_size,
+                          chunk_overlap=chunk_overlap, chunk_context=chunk_context)
     _show_report(report, as_json)
+
+
+@app.command()
+@store_options
+def refresh(
+    older_than: Annotated[str | None, typer.Option(
+        "--older-than", help="Only pages fetched longer ago than this: 30m, 12h, 7d, 2w",
+        show_default=False)] = None,
+    prune: Annotated[bool, typer.Option(
+        "--prune", help="Remove the pages that are gone (404, 410); without it they are"
+                        " only reported")] = False,
+    robots: Annotated[bool, typer.Option(
+        "--robots/--no-robots", help="Obey the sites' robots.txt")] = True,
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
+) -> None:
+    """Re-check every web page source: unchanged pages answer 304 and are not read again,
+    changed ones are replaced (embedding only their new chunks), gone ones reported."""
+    seconds = _duration(older_than) if older_than else None
+    with _ingest_progress(as_json, "refresh") as (on_discovered, on_result):
+        report = _with_kb(store, lambda kb: kb.refresh(
+            older_than=seconds, prune=prune, obey_robots=robots, on_result=on_result,
+            on_discovered=on_discovered))
+    _show_report(report, as_json)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def _duration(text: str) -> float:
+    """``30m``, ``12h``, ``7d``, ``2w`` (or seconds) as seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text.lower())
+    if match is None:
+        _fail(f"--older-than takes a duration such as 30m, 12h, 7d or 2w, not {text!r}")
+    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
 
 
 class _ingest_progress:
@@ -434,6 +543,7 @@ def sync_command(
                         " they settle (Ctrl-C stops)")] = False,
     settle: Annotated[float, typer.Option(
         help="With --watch: seconds without a new change before a batch is applied")] = 0.5,
+    meta: MetaOption = None,
     as_json: JsonOption = False,
     *, store: StoreOptions,
 ) -> None:
@@ -443,8 +553,8 @@ def sync_command(
     if watch and dry_run:
         _fail("--watch and --dry-run do not go together: a dry run changes nothing to follow")
     if watch:
-        _sync_and_watch(store, paths, glob, notebook, settle, as_json)
-    _sync_once(store, paths, glob, notebook, dry_run, as_json)
+        _sync_and_watch(store, paths, glob, notebook, settle, as_json, _meta(meta))
+    _sync_once(store, paths, glob, notebook, dry_run, as_json, _meta(meta))
 
 
 async def _sync_notebook(kb: KnowledgeBase, notebook: str | None, dry_run: bool) -> Any:
@@ -461,11 +571,12 @@ async def _sync_notebook(kb: KnowledgeBase, notebook: str | None, dry_run: bool)
 
 
 def _sync_once(store: StoreOptions, paths: list[Path], glob: str, notebook: str | None,
-               dry_run: bool, as_json: bool) -> NoReturn:
+               dry_run: bool, as_json: bool, metadata: dict[str, Any] | None) -> NoReturn:
     with _ingest_progress(as_json, "sync") as (on_discovered, on_result):
         async def once(kb: KnowledgeBase) -> SyncReport:
             return await kb.sync(paths, glob=glob, dry_run=dry_run,
                                  notebook=await _sync_notebook(kb, notebook, dry_run),
+                                 metadata=metadata,
                                  on_result=on_result, on_discovered=on_discovered)
 
         report = _with_kb(store, once, create=True)
@@ -534,7 +645,8 @@ class _WatchLog:
 
 
 def _sync_and_watch(store: StoreOptions, paths: list[Path], glob: str, notebook: str | None,
-                    settle: float, as_json: bool) -> NoReturn:
+                    settle: float, as_json: bool,
+                    metadata: dict[str, Any] | None) -> NoReturn:
     status = err_console.status("sync: first pass") if err_console.is_terminal and \
         not as_json else None
     log = _WatchLog(len(paths), as_json, status)
@@ -554,7 +666,8 @@ def _sync_and_watch(store: StoreOptions, paths: list[Path], glob: str, notebook:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGTERM, stop.set)
             loop.add_signal_handler(signal.SIGINT, interrupted)
-        await kb.watch(paths, glob=glob, notebook=nb, settle=settle, on_pass=log.first,
+        await kb.watch(paths, glob=glob, notebook=nb, metadata=metadata, settle=settle,
+                       on_pass=log.first,
                        on_changes=log.on_changes, stop=stop)
 
     try:
@@ -675,6 +788,7 @@ def search(
     cutoff: Annotated[bool, typer.Option(
         "--cutoff/--all", help="--all: show weaker matches too, not only the hits that are"
                                " probably relevant")] = True,
+    where: WhereFilter = None,
     as_json: JsonOption = False,
     *, store: StoreOptions,
 ) -> None:
@@ -684,7 +798,8 @@ def search(
         mime_type=mime_type or None, notebook=notebook, topics=topics or None,
         created_after=created_after, created_before=created_before, candidates=candidates,
         fusion=fusion, rrf_k=rrf_k, text_weight=text_weight, vector_weight=vector_weight,
-        per_document=per_document, query_vector=_vector(query_vector), cutoff=cutoff)
+        per_document=per_document, query_vector=_vector(query_vector), cutoff=cutoff,
+        where=_where(where))
     hits = _with_kb(store, lambda kb: kb.search(request))
     if as_json:
         _print_json([h.to_dict() for h in hits])
@@ -827,13 +942,18 @@ def add(
     glob: Annotated[str, typer.Option(help="Pattern for files inside directories")] = "**/*",
     topic: Annotated[list[str] | None, typer.Option(
         "--topic", help="Topic to tag the sources with (repeatable)")] = None,
+    meta: MetaOption = None,
     as_json: JsonOption = False,
     *, store: StoreOptions,
 ) -> None:
     """Ingest files into a notebook (creating the notebook if it does not exist)."""
+    metadata = _meta(meta)
+
     async def work(kb: KnowledgeBase) -> IngestReport:
         nb = await kb.notebooks.for_writing(notebook)
-        return await kb.notebooks.add_paths(nb, paths, topics=topic or (), glob=glob)
+        report = await kb.notebooks.add_paths(nb, paths, topics=topic or (), glob=glob)
+        await kb.metadata.file_documents(report, metadata)
+        return report
 
     _show_report(_with_kb(store, work, create=True), as_json, notebook=notebook)
 
@@ -907,6 +1027,7 @@ def list_documents(
     topics: TopicsFilter = None,
     created_after: CreatedAfter = None,
     created_before: CreatedBefore = None,
+    where: WhereFilter = None,
     limit: Annotated[int, typer.Option("--limit", "-k", help="Documents per page")] = 50,
     offset: Annotated[int, typer.Option(help="Documents to skip (the page's start)")] = 0,
     failed: Annotated[bool, typer.Option(
@@ -922,7 +1043,7 @@ def list_documents(
     filters: dict[str, Any] = {"source": source, "mime_type": mime_type or None,
                                "notebook": notebook, "topics": topics or None,
                                "created_after": created_after,
-                               "created_before": created_before}
+                               "created_before": created_before, "where": _where(where)}
 
     async def work(kb: KnowledgeBase) -> tuple[list[Any], int]:
         return (await kb.documents(offset=offset, limit=limit, **filters),
@@ -1017,10 +1138,54 @@ def show(
             ("notebooks", escape(", ".join(doc.notebooks)) or "-"),
             ("topics", escape(", ".join(doc.topics)) or "-"),
             ("ingested", _when(doc.ingested_at)), ("updated", _when(doc.updated_at)),
-            ("model", escape(doc.embedding_model or "-"))]
+            ("model", escape(doc.embedding_model or "-")),
+            ("metadata", _metadata_lines(doc.metadata))]
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
+
+
+METADATA_VALUE_CHARS = 80  # a longer value is cut in the table (--json has it whole)
+
+
+def _metadata_lines(metadata: dict[str, Any] | None) -> str:
+    """A document's metadata as ``key: value`` lines."""
+    if not metadata:
+        return "-"
+    lines = []
+    for key, value in sorted(metadata.items()):
+        shown = json.dumps(jsonable(value), ensure_ascii=False) \
+            if not isinstance(value, str) else value
+        if len(shown) > METADATA_VALUE_CHARS:
+            shown = shown[:METADATA_VALUE_CHARS - 1] + "…"
+        lines.append(f"{escape(printable(key))}: {escape(printable(shown))}")
+    return "\n".join(lines)
+
+
+@app.command()
+@store_options
+def meta(
+    document: Annotated[str, typer.Argument(help="A document's id, or one of its sources")],
+    pairs: Annotated[list[str] | None, typer.Argument(
+        help="KEY=VALUE pairs to set (typed as --meta types them)", show_default=False)
+    ] = None,
+    unset: Annotated[list[str] | None, typer.Option(
+        "--unset", help="A key to remove (repeatable)")] = None,
+    as_json: JsonOption = False,
+    *, store: StoreOptions,
+) -> None:
+    """Set or remove metadata of your own on a document; nothing is re-extracted or
+    re-embedded. Filter on it with --where."""
+    changes = _meta(pairs) or {}
+    if not changes and not unset:
+        _fail("give KEY=VALUE pairs to set, or --unset KEY")
+    metadata = _with_kb(store, lambda kb: kb.metadata.set(document, changes,
+                                                          unset=unset or ()),
+                        load_model=False)
+    if as_json:
+        _print_json(jsonable(metadata))
+        return
+    console.print(_metadata_lines(metadata), soft_wrap=True)
 
 
 def _shown_path(source: str) -> str:
@@ -1044,17 +1209,22 @@ def delete(
     glob: Annotated[str | None, typer.Option(
         "--glob", help="Also forget every stored source this pattern matches (as a search's"
                        " --source: a relative pattern matches at the end of the path)")] = None,
+    where: Annotated[list[str] | None, typer.Option(
+        "--where", help="Also delete every document whose metadata passes (as a search's"
+                        " --where; repeatable: all must hold)")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Say what would be deleted, and delete nothing")] = False,
     *, store: StoreOptions,
 ) -> None:
     """Forget sources; a document goes when no source refers to it any more."""
-    if not refs and glob is None:
-        _fail("name what to delete: sources, document ids, or --glob PATTERN")
-
-    outcome = _with_kb(store, lambda kb: kb.forget(refs or (), glob=glob, dry_run=dry_run))
-    if glob and not outcome:
-        console.print(f"nothing stored matches {escape(glob)}")
+    if not refs and glob is None and not where:
+        _fail("name what to delete: sources, document ids, --glob PATTERN or --where FILTER")
+    metadata_filter = _where(where)
+    outcome = _with_kb(store, lambda kb: kb.forget(refs or (), glob=glob,
+                                                   where=metadata_filter, dry_run=dry_run))
+    if (glob or where) and not outcome:
+        console.print("nothing stored matches "
+                      + escape(glob if glob else " and ".join(where or [])))
     for f in outcome:
         near = ", ".join(escape(_shown_path(n)) for n in f.near)
         console.print(f"{f.status}: {escape(_shown_path(f.ref))}"
@@ -1264,6 +1434,7 @@ def ask(
     topics: TopicsFilter = None,
     created_after: CreatedAfter = None,
     created_before: CreatedBefore = None,
+    where: WhereFilter = None,
     conversation: Annotated[str | None, typer.Option(
         "--conversation", "--session",
         help="Ask within a conversation: its id, or `new` to start one (a follow-up is read"
@@ -1283,7 +1454,8 @@ def ask(
     request = SearchRequest(
         question, mode=mode, limit=passages or store.settings().ask_passages, source=source,
         mime_type=mime_type or None, notebook=notebook, topics=topics or None,
-        created_after=created_after, created_before=created_before)
+        created_after=created_after, created_before=created_before, where=_where(where))
+
     def show(kind: str, value: Any) -> None:
         if kind == "text" and not as_json:  # the model's words: never terminal commands
             console.print(printable(value), end="", markup=False, highlight=False,
@@ -1375,6 +1547,10 @@ def serve(
     llm_allow: Annotated[list[str] | None, typer.Option(
         "--llm-allow", help="A chat model of the same provider that a request to /v1/ask may"
                             " pick besides SURREALDOCS_LLM (repeatable; none by default)")] = None,
+    allow_private_urls: Annotated[bool, typer.Option(
+        "--allow-private-urls", help="Let POST /v1/urls and MCP's add_url fetch loopback,"
+                                     " private and link-local addresses (an intranet)")
+    ] = False,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
     access_log: Annotated[bool, typer.Option(help="Log every request")] = True,
     *, store: StoreOptions,
@@ -1389,7 +1565,7 @@ def serve(
         allowed_hosts=tuple(allowed_host or ()), max_file_bytes=max_file_size,
         max_request_bytes=max_request_size, max_files=max_files,
         mcp_allow_writes=mcp_allow_writes, mcp_max_chars=mcp_max_chars,
-        llm_allow=tuple(llm_allow or ())))
+        llm_allow=tuple(llm_allow or ()), allow_private_urls=allow_private_urls))
 
 
 def _serve(store: StoreOptions, log_level: str, access_log: bool, uploads_dir: Path | None,
@@ -1556,6 +1732,7 @@ def eval_command(
     text_weight: Annotated[float | None, typer.Option(help="Weight of the BM25 leg")] = None,
     vector_weight: Annotated[float | None, typer.Option(help="Weight of the vector leg")] = None,
     chunk_size: Annotated[int | None, typer.Option(help="Characters per chunk")] = None,
+    where: WhereFilter = None,
     as_json: JsonOption = False,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Also write the figures as JSON to this file")] = None,
@@ -1591,7 +1768,9 @@ def eval_command(
     settings = Settings.from_env(
         db=db or "mem://", model=model, chunk_size=chunk_size, hybrid_fusion=fusion,
         hybrid_candidates=candidates, text_weight=text_weight, vector_weight=vector_weight)
-    reports = _evaluate_with_progress(datasets, settings, mode or EVAL_MODES, split, as_json)
+    metadata_filter = _where(where)
+    reports = _evaluate_with_progress(datasets, settings, mode or EVAL_MODES, split, as_json,
+                                      {"where": metadata_filter} if metadata_filter else None)
     figures = reports[0].to_dict() if len(reports) == 1 else summary(reports)
     if output:
         output.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
@@ -1602,7 +1781,8 @@ def eval_command(
 
 
 def _evaluate_with_progress(datasets: list[Path], settings: Settings, modes: Sequence[str],
-                            split: str, quiet: bool) -> list[Any]:
+                            split: str, quiet: bool,
+                            search_options: dict[str, Any] | None = None) -> list[Any]:
     from ..core.evaluate import evaluate_many
 
     progress = Progress(TextColumn("[bold]{task.fields[stage]}"), BarColumn(),
@@ -1620,7 +1800,8 @@ def _evaluate_with_progress(datasets: list[Path], settings: Settings, modes: Seq
 
     async def work() -> Any:
         return await evaluate_many(datasets, settings=settings, modes=modes, split=split,
-                                   on_progress=on_progress, on_dataset=on_dataset)
+                                   on_progress=on_progress, on_dataset=on_dataset,
+                                   search_options=search_options)
 
     with progress:
         reports: list[Any] = _run(work)

@@ -38,7 +38,7 @@ from ..version import __version__
 
 DEFAULT_MAX_CHARS = 8_000
 MIN_MAX_CHARS = 1_000
-WRITE_TOOLS = ("add_text", "ingest_path")
+WRITE_TOOLS = ("add_text", "ingest_path", "add_url")
 _SNIPPET_CHARS = 300
 
 INSTRUCTIONS = """\
@@ -126,6 +126,8 @@ def _hit(rank: int, hit: Hit, snippet_chars: int) -> dict[str, Any]:
         "mime_type": hit.mime_type}
     if hit.context:
         out["section"] = hit.context
+    if hit.metadata:
+        out["metadata"] = jsonable(hit.metadata)
     if hit.text_rank is not None or hit.vector_rank is not None:
         out.update(text_rank=hit.text_rank, vector_rank=hit.vector_rank)
     out["snippet"] = _snippet(hit.content, snippet_chars)
@@ -190,13 +192,16 @@ KEY_WRITES_HINT = ("this key is read-only: use a key that may write (the server 
 
 def build_mcp_server(kb: KnowledgeBase, *, allow_writes: bool = False,
                      max_chars: int = DEFAULT_MAX_CHARS,
-                     writes_hint: str = STDIO_WRITES_HINT) -> MCPServer[Any]:
+                     writes_hint: str = STDIO_WRITES_HINT,
+                     allow_private_urls: bool = False) -> MCPServer[Any]:
     """The MCP server of a knowledge base (open, on the event loop the server will run on).
 
     Args:
         kb: the knowledge base the tools search and read (and, with writes, ingest into).
-        allow_writes: also offer ``add_text`` and ``ingest_path``. Off, calling them is a
-            tool error saying that writes are disabled.
+        allow_writes: also offer ``add_text``, ``ingest_path`` and ``add_url``. Off,
+            calling them is a tool error saying that writes are disabled.
+        allow_private_urls: let ``add_url`` fetch loopback, private and link-local
+            addresses (off: an agent's URL must not reach the machine's own network).
         max_chars: the most characters of one tool result (its JSON text); at least 1000.
     """
     budget = _check_max_chars(max_chars)
@@ -210,6 +215,7 @@ def build_mcp_server(kb: KnowledgeBase, *, allow_writes: bool = False,
     if allow_writes:
         for add in (_add_add_text, _add_ingest_path):
             add(server, kb, budget)
+        _add_add_url(server, kb, budget, allow_private_urls)
     return server
 
 
@@ -221,8 +227,11 @@ Modes: `hybrid` (default; keywords and meaning, fused), `text` (BM25 keywords: n
 exact terms) or `vector` (meaning: paraphrases, questions). Filters narrow the search before
 ranking: `notebook` (a notebook's name or id), `source` (a glob over source paths or names,
 e.g. `*.pdf`, `reports/*`), `mime_type`, `topics`, and when the source was ingested
-(`created_after`, `created_before`, ISO 8601; without a time zone, UTC). Ranking knobs,
-rarely needed: `candidates`, `fusion`, `rrf_k`, `text_weight`, `vector_weight`.
+(`created_after`, `created_before`, ISO 8601; without a time zone, UTC), and `where`, a
+filter on the documents' own metadata: `{{"team": "a"}}`, `{{"year": {{"$gte": 2020}}}}`,
+`{{"tags": {{"$in": ["x", "y"]}}}}`, `{{"$or": [...]}}` (operators `$eq $ne $lt $lte $gt $gte
+$in $nin $exists`; a hit's `metadata` shows its document's). Ranking knobs, rarely needed:
+`candidates`, `fusion`, `rrf_k`, `text_weight`, `vector_weight`.
 
 Returns `hits`, best first, each with `source`, `title`, `page`/`last_page` (for paged
 formats), `char_start`/`char_end` (where the passage lies in its document's text),
@@ -344,6 +353,9 @@ def _add_search(server: _Server, kb: KnowledgeBase, budget: int) -> None:
             ge=0, description="Hybrid: weight of the keyword (BM25) leg")] = None,
         vector_weight: Annotated[float | None, Field(
             ge=0, description="Hybrid: weight of the meaning (vector) leg")] = None,
+        where: Annotated[dict[str, Any] | None, Field(
+            description="Only documents whose metadata passes this filter (a JSON filter"
+                        " object, see above)")] = None,
         snippet_chars: Annotated[int, Field(
             ge=0, le=2000, description="Most characters of each hit's snippet")
         ] = _SNIPPET_CHARS,
@@ -353,7 +365,7 @@ def _add_search(server: _Server, kb: KnowledgeBase, budget: int) -> None:
             mime_type=mime_type or None, topics=topics or None, created_after=created_after,
             created_before=created_before, per_document=per_document, min_score=min_score,
             candidates=candidates, fusion=fusion, rrf_k=rrf_k, text_weight=text_weight,
-            vector_weight=vector_weight, cutoff=cutoff), snippet_chars, budget)
+            vector_weight=vector_weight, cutoff=cutoff, where=where), snippet_chars, budget)
 
 
 async def _searched(kb: KnowledgeBase, request: SearchRequest, snippet_chars: int,
@@ -476,10 +488,13 @@ def _add_ask(server: _Server, kb: KnowledgeBase, budget: int) -> None:
             description="Only passages of this notebook (its name or id)")] = None,
         passages: Annotated[int | None, Field(
             ge=1, le=20, description="Passages given to the model (default 8)")] = None,
+        where: Annotated[dict[str, Any] | None, Field(
+            description="Only passages of documents whose metadata passes this filter (as"
+                        " search's `where`)")] = None,
     ) -> CallToolResult:
         with _tool_errors():
             result = await kb.ask(SearchRequest(
-                question, notebook=notebook,
+                question, notebook=notebook, where=where,
                 limit=passages or kb.settings.ask_passages))
         payload = result.to_dict()
         payload.pop("passages")  # the citations say where; `read` gives the text
@@ -498,10 +513,14 @@ def _add_add_text(server: _Server, kb: KnowledgeBase, budget: int) -> None:
             description="Create the notebook when there is none of that name")] = False,
         mime_type: Annotated[Literal["text/plain", "text/markdown"], Field(
             description="How the text is written")] = "text/plain",
+        metadata: Annotated[dict[str, Any] | None, Field(
+            description="Metadata of your own for the document (keys and values: text,"
+                        " numbers, true/false, ISO dates, or lists of them)")] = None,
     ) -> CallToolResult:
         with _tool_errors():
             nb = await _notebook_for_writing(kb, notebook, create_notebook)
-            report = await kb.ingest_texts({source: text}, mime_type=mime_type)
+            report = await kb.ingest_texts({source: text}, mime_type=mime_type,
+                                           metadata=metadata)
             (result,) = report.results
             if result.status in ("failed", "empty"):
                 raise ToolError(f"{source}: {result.status}: {result.reason or 'no text'}")
@@ -537,6 +556,47 @@ def _add_ingest_path(server: _Server, kb: KnowledgeBase, budget: int) -> None:
         return _answer(_fit_list(payload, "results", budget, "omitted_results"))
 
 
+_ADD_URL_TOOL = """\
+Fetch web pages and add them to the knowledge base: a page's main content (not its menus,
+headers and footers) with its title, site, author and date as metadata; PDFs and other files
+by URL too. `follow` also adds the pages it links to within the same site and folder (that
+many links deep, at most `max_pages`). A page added before is asked whether it changed and
+is skipped when it did not. Loopback and private addresses are refused unless the server
+allows them. Returns the `counts` by outcome and a result per page (failures first, with
+their reasons); at most {budget} characters."""
+
+
+def _add_add_url(server: _Server, kb: KnowledgeBase, budget: int,
+                 allow_private: bool) -> None:
+    @server.tool(annotations=_FETCHES, description=_ADD_URL_TOOL.format(budget=budget))
+    async def add_url(
+        url: Annotated[str, Field(min_length=1, description="The page's http(s) URL")],
+        follow: Annotated[int, Field(ge=0, le=3, description=(
+            "Also add the pages it links to, this many links deep (same site and folder)"))
+        ] = 0,
+        max_pages: Annotated[int, Field(ge=1, le=50, description="The most pages to add")
+                             ] = 20,
+        notebook: Annotated[str | None, Field(
+            description="Put the pages in this notebook (name or id)")] = None,
+        create_notebook: Annotated[bool, Field(
+            description="Create the notebook when there is none of that name")] = False,
+        metadata: Annotated[dict[str, Any] | None, Field(
+            description="Metadata of your own for the pages' documents")] = None,
+    ) -> CallToolResult:
+        with _tool_errors():
+            nb = await _notebook_for_writing(kb, notebook, create_notebook)
+            report = await kb.ingest_urls([url], follow=follow, max_pages=max_pages,
+                                          allow_private=allow_private, metadata=metadata)
+            if nb is not None:
+                await kb.notebooks.file_documents(report, nb)
+        payload = {**_report(report), "notebook": nb.name if nb else None}
+        return _answer(_fit_list(payload, "results", budget, "omitted_results"))
+
+
+_FETCHES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                           open_world_hint=True)
+
+
 async def _notebook_for_writing(kb: KnowledgeBase, ref: str | None,
                                 create: bool) -> Notebook | None:
     if ref is None:
@@ -552,7 +612,8 @@ def mcp_http_app(kb: KnowledgeBase, *, allow_writes: bool = False,
                  max_chars: int = DEFAULT_MAX_CHARS, path: str = "/mcp",
                  stateless: bool = False, json_response: bool = False,
                  transport_security: Any = None, host: str = "127.0.0.1",
-                 writes_hint: str = HTTP_WRITES_HINT) -> Starlette:
+                 writes_hint: str = HTTP_WRITES_HINT,
+                 allow_private_urls: bool = False) -> Starlette:
     """The MCP server of ``kb`` over streamable HTTP, as an ASGI (Starlette) app.
 
     The app answers at ``path`` and its lifespan runs the MCP session manager: serve it as
@@ -566,7 +627,7 @@ def mcp_http_app(kb: KnowledgeBase, *, allow_writes: bool = False,
     instead of an event stream.
     """
     server = build_mcp_server(kb, allow_writes=allow_writes, max_chars=max_chars,
-                              writes_hint=writes_hint)
+                              writes_hint=writes_hint, allow_private_urls=allow_private_urls)
     return server.streamable_http_app(
         streamable_http_path=path, stateless_http=stateless, json_response=json_response,
         transport_security=transport_security, host=host)

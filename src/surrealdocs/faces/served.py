@@ -26,6 +26,7 @@ from ..core.notebook_service import Note, Notebook, Source
 from ..core.search_request import SearchRequest
 from ..errors import ConfigurationError, NotFoundError, StoreError
 from ..parts.discover import discover_paths
+from ..parts.metadata import AllOf, AnyOf, Condition
 from ..parts.results import Document, FileResult, Forgotten, Hit, IngestReport, Stats, jsonable
 
 TIMEOUT = httpx.Timeout(60.0, connect=10.0)  # a search, a page of documents, a delete
@@ -50,6 +51,7 @@ class ServedKnowledgeBase:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.AsyncClient(base_url=url, headers=headers, timeout=TIMEOUT)
         self.notebooks = ServedNotebooks(self)
+        self.metadata = ServedMetadata(self)
 
     async def __aenter__(self) -> ServedKnowledgeBase:
         try:
@@ -113,7 +115,7 @@ class ServedKnowledgeBase:
                              " something that is not JSON") from None
 
     async def search(self, request: SearchRequest) -> list[Hit]:
-        body = {k: v for k, v in jsonable(request.__dict__).items() if v is not None}
+        body = {k: v for k, v in jsonable(_wired(request).__dict__).items() if v is not None}
         out = await self._call("POST", "/v1/search", json=body)
         return [_hit(h) for h in out["hits"]]
 
@@ -147,9 +149,10 @@ class ServedKnowledgeBase:
         return Stats(**(await self._call("GET", "/v1/stats")))
 
     async def forget(self, refs: Sequence[str] = (), *, glob: str | None = None,
-                     dry_run: bool = False) -> list[Forgotten]:
-        if glob:
-            raise ConfigurationError("--glob needs the store itself, not its server")
+                     where: Any = None, dry_run: bool = False) -> list[Forgotten]:
+        if glob or where:
+            raise ConfigurationError("--glob and --where need the store itself, not its"
+                                     " server")
         out = []
         for ref in refs:
             try:
@@ -167,7 +170,8 @@ class ServedKnowledgeBase:
                      on_result: Callable[[FileResult], Any] | None = None,
                      on_discovered: Callable[[int], None] | None = None,
                      notebook: str | None = None,
-                     topics: Sequence[str] = ()) -> IngestReport:
+                     topics: Sequence[str] = (),
+                     metadata: dict[str, Any] | None = None) -> IngestReport:
         """Upload the files of ``paths`` (directories expanded with ``glob``) to the
         server, each as ``upload://`` + its path relative to this directory (a file that
         was uploaded before under that name is replaced, the same bytes are unchanged),
@@ -184,6 +188,8 @@ class ServedKnowledgeBase:
         filed: dict[str, Any] = {"notebook": notebook} if notebook else {}
         if topics:
             filed["topic"] = list(topics)
+        if metadata:
+            filed["metadata"] = json.dumps(jsonable(metadata))
         for batch in _batches(found.files):
             results += await self._upload(batch, force, on_result, filed)
         return IngestReport(results=results, seconds=time.monotonic() - started)
@@ -197,7 +203,28 @@ class ServedKnowledgeBase:
             answer = await self._call("POST", "/v1/uploads", files=parts, timeout=UPLOAD_TIMEOUT,
                                       data={"replace": "true", "force": str(force).lower(),
                                             **(filed or {})})
-        job = str(answer["job"]["id"])
+        return await self._followed(str(answer["job"]["id"]), on_result)
+
+    async def ingest_urls(self, urls: Sequence[str] = (), *, sitemaps: Sequence[str] = (),
+                          follow: int = 0, max_pages: int = 1000, force: bool = False,
+                          metadata: dict[str, Any] | None = None,
+                          on_result: Callable[[FileResult], Any] | None = None,
+                          on_discovered: Callable[[int], None] | None = None,
+                          **_: Any) -> IngestReport:
+        """Have the server fetch and ingest web pages (``POST /v1/urls``, a job); it fetches
+        public addresses only unless it was started with --allow-private-urls, and obeys
+        robots.txt."""
+        started = time.monotonic()
+        answer = await self._call("POST", "/v1/urls", json={
+            "urls": list(urls), "sitemaps": list(sitemaps), "follow": follow,
+            "max_pages": min(max_pages, 10_000), "force": force,
+            "metadata": jsonable(metadata) if metadata else None})
+        results = await self._followed(str(answer["job"]["id"]), on_result)
+        return IngestReport(results=results, seconds=time.monotonic() - started)
+
+    async def _followed(self, job: str,
+                        on_result: Callable[[FileResult], Any] | None) -> list[FileResult]:
+        """The results of an ingest job, reported as they come, once it is done."""
         seen = 0
         while True:
             state = await self._call("GET", f"/v1/jobs/{quote(job, safe=':')}")
@@ -215,9 +242,9 @@ class ServedKnowledgeBase:
 
     async def ask(self, request: SearchRequest, *, llm: str | None = None,
                   on_event: Callable[[str, Any], Any] | None = None) -> Answer:
-        body = {k: v for k, v in jsonable(request.__dict__).items() if v is not None
+        body = {k: v for k, v in jsonable(_wired(request).__dict__).items() if v is not None
                 and k in ("mode", "source", "mime_type", "notebook", "topics",
-                          "created_after", "created_before")}
+                          "created_after", "created_before", "where")}
         body.update(question=request.query or "", passages=request.limit, stream=True,
                     llm=llm)
         try:
@@ -312,6 +339,14 @@ def _batches(files: list[Path]) -> list[list[Path]]:
     return out
 
 
+def _wired(request: SearchRequest) -> SearchRequest:
+    """A request whose metadata filter is as the API takes it (text or a JSON object)."""
+    where = request.where
+    if isinstance(where, (Condition, AllOf, AnyOf)):
+        return request.replace(where=where.to_json())
+    return request
+
+
 def _params(values: dict[str, Any]) -> list[tuple[str, str]]:
     out = []
     for name, value in jsonable(values).items():
@@ -340,6 +375,30 @@ def _answer(data: dict[str, Any]) -> Answer:
                   passages=[_hit(h) for h in data["passages"]], grounded=data["grounded"],
                   removed_citations=data["removed_citations"],
                   invented=[int(n) for n in data.get("invented") or []], model=data["model"])
+
+
+class ServedMetadata:
+    """``kb.metadata`` over a server: ``PATCH /v1/documents/{ref}``."""
+
+    def __init__(self, served: ServedKnowledgeBase) -> None:
+        self._served = served
+
+    async def set(self, ref: Any, metadata: dict[str, Any] | None = None, *,
+                  unset: Sequence[str] = ()) -> dict[str, Any]:
+        out = await self._served._call(
+            "PATCH", f"/v1/documents/{httpx.URL(str(ref))}",
+            json={"metadata": jsonable(metadata or {}), "unset": list(unset)})
+        return dict(out["metadata"])
+
+    async def file_documents(self, documents: IngestReport,
+                             metadata: dict[str, Any] | None) -> int:
+        """Set ``metadata`` on the documents an upload gave."""
+        if not metadata:
+            return 0
+        ids = list(dict.fromkeys(r.document_id for r in documents.results if r.document_id))
+        for doc in ids:
+            await self.set(doc, metadata)
+        return len(ids)
 
 
 class ServedNotebooks:

@@ -51,6 +51,18 @@ def search_request(options: dict[str, Any],
     return (base or SearchRequest()).replace(**options)
 
 
+def filter_alias(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with the frameworks' ``filter`` (a JSON filter object on the documents'
+    metadata) read as ``where``; both at once is an error."""
+    if "filter" not in options:
+        return options
+    if "where" in options:
+        raise ConfigurationError("give filter or where, not both")
+    renamed = {name: value for name, value in options.items() if name != "filter"}
+    renamed["where"] = options["filter"]
+    return renamed
+
+
 def limit_alias(options: dict[str, Any], alias: str) -> dict[str, Any]:
     """``options`` with a framework's own name for ``limit`` (``k``, ``similarity_top_k``)
     read as ``limit``; both at once is an error."""
@@ -68,6 +80,10 @@ def hit_metadata(hit: Hit, mode: str) -> dict[str, Any]:
     A document without a title of its own is called by its file name."""
     metadata = hit.to_dict()
     metadata.pop("content", None)
+    own = metadata.pop("metadata", None) or {}
+    # the document's own keys sit beside the hit's, as the frameworks' filters name them
+    # (the hit's fields win a clash)
+    metadata = {**{k: v for k, v in own.items() if k not in metadata}, **metadata}
     if not metadata.get("title"):
         metadata["title"] = PurePosixPath(hit.source.split("://", 1)[-1]).name or hit.source
     metadata["mode"] = mode

@@ -36,6 +36,7 @@ from ..parts.results import Hit
 from .common import (
     RETRIEVER_OPTIONS,
     KnowledgeBaseRunner,
+    filter_alias,
     hit_metadata,
     limit_alias,
     search_request,
@@ -53,7 +54,10 @@ class SurrealDocsRetriever(BaseRetriever):
     ``settings`` to have the retriever open one on first use (:meth:`close` closes it).
     Every other field is a search option, with the meaning and default it has in
     ``KnowledgeBase.search``; ``k``, LangChain's usual name, is ``limit``. A call can change
-    any of them for itself: ``invoke(query, k=3, mode="text")``.
+    any of them for itself: ``invoke(query, k=3, mode="text")``. ``filter`` (LangChain's
+    usual name; ``where`` here) takes a JSON filter object on the documents' metadata:
+    ``{"team": "a", "year": {"$gte": 2020}}`` (docs/filters.md); a document's own keys are
+    in each Document's ``metadata``.
 
     Retrievers that open the same store with the same settings share one knowledge base in
     a process (an embedded store can be open once per process); it closes with the last.
@@ -84,6 +88,7 @@ class SurrealDocsRetriever(BaseRetriever):
     vector_weight: float | None = None
     per_document: bool = False
     cutoff: bool = True
+    where: Any = Field(default=None, validation_alias=AliasChoices("where", "filter"))
 
     _runner: KnowledgeBaseRunner = PrivateAttr()
 
@@ -101,8 +106,8 @@ class SurrealDocsRetriever(BaseRetriever):
 
     def _request(self, query: str, overrides: dict[str, Any]) -> SearchRequest:
         """This retriever's search with a call's own options (``invoke(q, k=3)``)."""
-        overrides = limit_alias(
-            {name: value for name, value in overrides.items() if name != "verbose"}, "k")
+        overrides = filter_alias(limit_alias(
+            {name: value for name, value in overrides.items() if name != "verbose"}, "k"))
         return search_request(overrides, self.search_options).replace(query=query)
 
     def _get_relevant_documents(self, query: str, *,

@@ -32,13 +32,52 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
     TextNode,
 )
+from llama_index.core.vector_stores.types import (
+    FilterCondition,
+    FilterOperator,
+    MetadataFilters,
+)
 
 from ..config import Settings
 from ..core.kb import KnowledgeBase, SyncKnowledgeBase
+from ..errors import ConfigurationError
 from ..parts.results import Hit
 from .common import KnowledgeBaseRunner, hit_metadata, limit_alias, search_request
 
-__all__ = ["SurrealDocsRetriever"]
+__all__ = ["SurrealDocsRetriever", "metadata_filters_json"]
+
+# LlamaIndex's operators as the JSON filter's (CONTAINS and ANY test a list's items, which
+# is what equality and $in do on a list here)
+_OPERATORS = {FilterOperator.EQ: "$eq", FilterOperator.NE: "$ne", FilterOperator.GT: "$gt",
+              FilterOperator.GTE: "$gte", FilterOperator.LT: "$lt", FilterOperator.LTE: "$lte",
+              FilterOperator.IN: "$in", FilterOperator.NIN: "$nin",
+              FilterOperator.CONTAINS: "$eq", FilterOperator.ANY: "$in"}
+
+
+def metadata_filters_json(filters: MetadataFilters) -> dict[str, Any]:
+    """LlamaIndex's ``MetadataFilters`` as the JSON filter object ``where`` takes."""
+    parts: list[dict[str, Any]] = []
+    for item in filters.filters:
+        if isinstance(item, MetadataFilters):
+            parts.append(metadata_filters_json(item))
+            continue
+        if item.operator == FilterOperator.IS_EMPTY:
+            parts.append({item.key: {"$exists": False}})
+            continue
+        operator = _OPERATORS.get(item.operator)
+        if operator is None:
+            raise ConfigurationError(
+                f"the filter operator {item.operator.name} is not supported; these are:"
+                f" {', '.join(o.name for o in (*_OPERATORS, FilterOperator.IS_EMPTY))}")
+        parts.append({item.key: {operator: item.value}})
+    condition = filters.condition or FilterCondition.AND
+    if condition == FilterCondition.NOT:
+        raise ConfigurationError("the filter condition NOT is not supported: use NE or NIN")
+    if not parts:
+        raise ConfigurationError("MetadataFilters holds no filter")
+    if len(parts) == 1:
+        return parts[0]
+    return {"$and" if condition == FilterCondition.AND else "$or": parts}
 
 _SHOWN_TO_LLM = ("source", "title", "context", "page")
 
@@ -54,7 +93,10 @@ class SurrealDocsRetriever(BaseRetriever):
     ``limit``, ``min_score``, ``source``, ``mime_type``, ``notebook``, ``topics``,
     ``created_after``, ``created_before``, ``candidates``, ``fusion``, ``rrf_k``,
     ``text_weight``, ``vector_weight``, ``per_document``), with the same defaults;
-    ``similarity_top_k``, LlamaIndex's usual name, is ``limit``.
+    ``similarity_top_k``, LlamaIndex's usual name, is ``limit``. ``filters`` takes
+    LlamaIndex's ``MetadataFilters`` on the documents' metadata (EQ, NE, GT, GTE, LT, LTE,
+    IN, NIN, ANY, CONTAINS, IS_EMPTY, under AND and OR), translated to ``where``
+    (docs/filters.md).
 
     ``retrieve`` works from plain scripts and from sync code inside a running event loop;
     ``aretrieve`` from any loop. A ``KnowledgeBase`` opened on the loop that calls
@@ -66,7 +108,12 @@ class SurrealDocsRetriever(BaseRetriever):
     def __init__(self, kb: KnowledgeBase | SyncKnowledgeBase | None = None, *,
                  db: str | None = None, settings: Settings | None = None,
                  callback_manager: CallbackManager | None = None, verbose: bool = False,
+                 filters: MetadataFilters | None = None,
                  **search_options: Any) -> None:
+        if filters is not None:
+            if "where" in search_options:
+                raise ConfigurationError("give filters or where, not both")
+            search_options["where"] = metadata_filters_json(filters)
         self.options = search_request(limit_alias(search_options, "similarity_top_k"))
         self._runner = KnowledgeBaseRunner(kb, db=db, settings=settings)
         super().__init__(callback_manager=callback_manager, verbose=verbose)

@@ -29,6 +29,7 @@ from .chunk import (
     cut,
     longest_line,
 )
+from .front_matter import split_front_matter
 from .titles import clean, title_for
 
 _TESSDATA_READY = False
@@ -415,6 +416,11 @@ async def _extract_data(data: bytes, claimed: str | None, source: str, settings:
         return ExtractFailure(source, f"the file is damaged: {mime} whose bytes went through a"
                                       " text conversion (replacement characters U+FFFD where"
                                       " its binary data was); get the original file again")
+    front: dict[str, Any] = {}
+    if mime in ("text/markdown", "text/x-markdown"):
+        found = split_front_matter(payload)
+        if found is not None:
+            front, payload = found
     html = mime == "text/html"
     # Text with very long lines, or a long plain text, is chunked by chunk_text, in pieces:
     # kreuzberg's chunker is quadratic in a line's length and slower than a text's length
@@ -439,6 +445,11 @@ async def _extract_data(data: bytes, claimed: str | None, source: str, settings:
             own_chunks = False
     if own_chunks and isinstance(outcome, Extracted):
         outcome = await asyncio.to_thread(_rechunk, outcome, settings)
+    if front and isinstance(outcome, Extracted):
+        outcome.metadata.update(front)  # the file's own words over kreuzberg's reading
+        title = front.get("title")
+        if isinstance(title, str) and title.strip():
+            outcome.title = title.strip()
     if isinstance(outcome, ExtractFailure):
         if plan.mismatch and outcome.kind == "failed":
             outcome.reason = f"{plan.mismatch}: {outcome.reason}"

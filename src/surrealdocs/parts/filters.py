@@ -1,4 +1,5 @@
-"""What a search may be restricted to: sources, MIME types, a notebook, topics, a time window.
+"""What a search may be restricted to: sources, MIME types, a notebook, topics, a time window,
+the documents' metadata.
 
 Filters are plain data. The store turns them into conditions inside its queries
 (:mod:`surrealdocs.store.conditions`), so a filtered search returns ``limit`` hits from the
@@ -7,12 +8,48 @@ filtered set, not fewer.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigurationError
+from .metadata import AllOf, AnyOf, Condition, MetaFilter
+
+
+@dataclass(frozen=True)
+class DocumentSet:
+    """Documents by key: those in ``keys``, or (``exclude``) all but those, of ``table``."""
+
+    keys: frozenset[Any]
+    exclude: bool = False
+    table: str = "documents"
+
+    @property
+    def nothing(self) -> bool:
+        return not self.exclude and not self.keys
+
+    def __contains__(self, key: Any) -> bool:
+        return (key in self.keys) != self.exclude
+
+    @staticmethod
+    def all_of(sets: Sequence[DocumentSet]) -> DocumentSet:
+        table = sets[0].table
+        ins = [s.keys for s in sets if not s.exclude]
+        outs = frozenset().union(*(s.keys for s in sets if s.exclude))
+        if ins:
+            return DocumentSet(frozenset.intersection(*ins) - outs, table=table)
+        return DocumentSet(outs, exclude=True, table=table)
+
+    @staticmethod
+    def any_of(sets: Sequence[DocumentSet]) -> DocumentSet:
+        table = sets[0].table
+        ins = frozenset().union(*(s.keys for s in sets if not s.exclude))
+        outs = [s.keys for s in sets if s.exclude]
+        if outs:
+            return DocumentSet(frozenset.intersection(*outs) - ins, exclude=True, table=table)
+        return DocumentSet(ins, table=table)
 
 # Characters with a meaning in the engine's (Rust) regular expressions, outside and inside
 # a character class. Everything else stands for itself.
@@ -33,6 +70,9 @@ class Filters:
         notebook: a notebook's record id: only sources in that notebook.
         created_after, created_before: when the source was ingested (naive times are UTC).
         topics: only sources tagged with at least one of these topics.
+        where: a filter on the documents' metadata (:mod:`surrealdocs.parts.metadata`).
+        documents: the documents ``where`` lets through, once the store has answered it
+            (:meth:`resolved`); the legs apply it.
     """
 
     source: str | None = None
@@ -41,8 +81,13 @@ class Filters:
     created_after: dt.datetime | None = None
     created_before: dt.datetime | None = None
     topics: Sequence[str] | None = None
+    where: MetaFilter | None = None
+    documents: DocumentSet | None = None
 
     def __post_init__(self) -> None:
+        if self.where is not None and not isinstance(self.where, (Condition, AllOf, AnyOf)):
+            raise ConfigurationError("where must be a metadata filter (parse_where or"
+                                     " parse_filter makes one)")
         if self.source is not None:
             if not isinstance(self.source, str) or not self.source.strip():
                 raise ConfigurationError("the source filter must be a non-empty glob")
@@ -78,7 +123,12 @@ class Filters:
     @property
     def empty(self) -> bool:
         return not (self.source or self.mime_type or self.notebook is not None
-                    or self.created_after or self.created_before or self.topics)
+                    or self.created_after or self.created_before or self.topics
+                    or self.where is not None)
+
+    def resolved(self, documents: DocumentSet) -> Filters:
+        """These filters with their metadata filter answered by ``documents``."""
+        return dataclasses.replace(self, documents=documents)
 
 
 def aware(value: dt.datetime) -> dt.datetime:

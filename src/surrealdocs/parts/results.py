@@ -236,6 +236,8 @@ class Hit:
     # similarity of query and chunk, and the share of the query's IDF the chunk holds
     similarity: float | None = None
     coverage: float | None = None
+    # the metadata of the user's own on its document (--meta, the API's metadata)
+    metadata: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = jsonable(self)

@@ -63,7 +63,7 @@ _VISIBILITY = ("document.complete AS complete, generation,"
 _DETAIL_FIELDS = (
     "id, document, content, context, chunk_index, char_start, char_end, page_number,"
     " last_page, document.source AS source, document.title AS title,"
-    " document.mime_type AS mime_type, "
+    " document.mime_type AS mime_type, document.user_metadata AS metadata, "
     + _VISIBILITY
 )
 

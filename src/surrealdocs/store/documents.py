@@ -15,6 +15,7 @@ deletes the ones a crash left behind.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,9 +23,11 @@ from typing import Any
 from surrealdb import RecordID
 
 from ..errors import StoreError
-from ..parts.filters import Filters, glob_to_regex
+from ..parts.filters import DocumentSet, Filters, glob_to_regex
+from ..parts.metadata import MAX_FILTER_CHARS, AllOf, AnyOf, MetaFilter, kind, matches
 from .conditions import filter_conditions
 from .connection import STALE_MARK, Statement, Store
+from .names import Names
 
 # Detaching a source from the document it pointed at ($old): drop it from the document's
 # sources (and from its primary `source`), and delete the document (its chunks cascade) once
@@ -48,6 +51,48 @@ _SUMMARY_FIELDS = (
 )
 
 
+# A facet row per filterable value of a document's metadata (parts.metadata.filterable_values:
+# scalars and lists' scalars, strings of at most MAX_FILTER_CHARS), numbers as floats so that
+# 1 and 1.0 are one index key. The engine keeps them in step with every write of the
+# metadata, whichever path writes it (ingest, import, merge, the facade, `meta`), in the
+# transaction of that write; a document's rows go with it (the reference cascades).
+def facets_sql(names: Names) -> str:
+    F, D = names.facets, names.documents
+    return f"""
+DEFINE FIELD IF NOT EXISTS user_metadata ON {D} TYPE option<object> FLEXIBLE;
+DEFINE FIELD IF NOT EXISTS etag ON {names.files} TYPE option<string>;
+DEFINE FIELD IF NOT EXISTS last_modified ON {names.files} TYPE option<string>;
+DEFINE FIELD IF NOT EXISTS fetched_at ON {names.files} TYPE option<datetime>;
+DEFINE TABLE IF NOT EXISTS {F} SCHEMAFULL;
+DEFINE FIELD IF NOT EXISTS document ON {F} TYPE record<{D}> REFERENCE ON DELETE CASCADE;
+DEFINE FIELD IF NOT EXISTS key ON {F} TYPE string;
+DEFINE FIELD IF NOT EXISTS value ON {F} TYPE bool | number | string | datetime;
+DEFINE INDEX IF NOT EXISTS {F}_key_value ON {F} FIELDS key, value;
+DEFINE INDEX IF NOT EXISTS {F}_document ON {F} FIELDS document;
+DEFINE EVENT OVERWRITE {F}_of_metadata ON {D}
+    WHEN $event != "DELETE" AND $before.metadata != $after.metadata THEN {{
+        IF $event = "UPDATE" {{ DELETE {F} WHERE document = $after.id; }};
+        INSERT INTO {F} {_facet_rows("$after")} RETURN NONE;
+    }};
+INSERT INTO {F} array::flatten(
+    SELECT VALUE {_facet_rows("$this")} FROM {D} WHERE metadata != NONE) RETURN NONE;
+"""
+
+
+def _facet_rows(doc: str) -> str:
+    return f"""array::flatten(object::entries({doc}.metadata ?? {{}}).map(|$e|
+            (IF type::is_array($e[1]) {{ $e[1] }} ELSE {{ [$e[1]] }}).filter(|$v|
+                (type::is_string($v) AND string::len($v) <= {MAX_FILTER_CHARS})
+                OR type::is_number($v) OR type::is_bool($v) OR type::is_datetime($v)
+            ).map(|$v| {{ document: {doc}.id, key: $e[0],
+                          value: IF type::is_number($v) {{ <float>$v }} ELSE {{ $v }} }})))"""
+
+
+_KIND_CHECK = {"bool": "type::is_bool(value)", "number": "type::is_number(value)",
+               "string": "type::is_string(value)", "time": "type::is_datetime(value)"}
+_COMPARE = {"eq": "=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
+
+
 class DocumentExistsError(Exception):
     """Another writer created the document first (an internal signal of a lost race)."""
 
@@ -61,10 +106,11 @@ class DocumentState:
 class DocumentStorage:
     """Documents (text, metadata, sources, notebooks, topics) and their source files."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, facets: bool = True) -> None:
         self.store = store
         self.table = store.names.documents
         self.files = store.names.files
+        self.facets = facets  # the facets table is kept (not in the facade's layout)
 
     def document_id(self, key: Any) -> RecordID:
         """A document's record id from its key (the text's SHA-256) or any spelling of its
@@ -147,7 +193,7 @@ class DocumentStorage:
         """Complete documents that pass ``filters`` (a notebook, a source glob, MIME types,
         topics, when ingested), oldest first; without ``text``, everything but the content
         and metadata."""
-        where, params = self._where(filters)
+        where, params = await self._where(filters)
         page = f" LIMIT {int(limit)} START {int(offset)}" if limit is not None else ""
         fields = "*" if text else _SUMMARY_FIELDS
         (rows,) = await self.store.query(
@@ -156,15 +202,79 @@ class DocumentStorage:
         return list(rows or [])
 
     async def count(self, *, filters: Filters | None = None) -> int:
-        where, params = self._where(filters)
+        where, params = await self._where(filters)
         (rows,) = await self.store.query(
             f"SELECT count() AS n FROM {self.table} WHERE {where} GROUP ALL;", params)
         return int(rows[0]["n"]) if rows else 0
 
-    @staticmethod
-    def _where(filters: Filters | None) -> tuple[str, dict[str, Any]]:
-        clauses, params = filter_conditions(filters or Filters(), document="")
+    async def _where(self, filters: Filters | None) -> tuple[str, dict[str, Any]]:
+        filters = await self.resolved(filters or Filters())
+        clauses, params = filter_conditions(filters, document="")
         return " AND ".join(["complete = true", *clauses]), params
+
+    # ----- metadata filters -------------------------------------------------------------
+    async def resolved(self, filters: Filters) -> Filters:
+        """``filters`` with its metadata filter (``where``) answered: the documents that
+        pass it, found by the facets' index (no document is read)."""
+        if filters.where is None or filters.documents is not None:
+            return filters
+        return filters.resolved(await self.matching(filters.where))
+
+    async def matching(self, where: MetaFilter) -> DocumentSet:
+        """The documents whose metadata passes ``where`` (:func:`parts.metadata.matches`),
+        as keys: those in, or (for negations) those out."""
+        if not self.facets:  # read every document's metadata and judge it here
+            (rows,) = await self.store.query(
+                f"SELECT VALUE [record::id(id), metadata] FROM {self.table};", read_only=True)
+            return DocumentSet(frozenset(key for key, metadata in rows or []
+                                         if matches(metadata, where)), table=self.table)
+        leaves: dict[tuple[str, str, Any], int] = {}
+        statements: list[str] = []
+        params: dict[str, Any] = {}
+
+        def lookup(key: str, op: str, value: Any) -> int:
+            """The statement finding the documents with a value of ``key`` that is ``op``
+            ``value`` (``exists``: any value), added once."""
+            ident = (key, op, (kind(value), value) if op != "exists" else None)
+            found = leaves.get(ident)  # type: ignore[arg-type]
+            if found is not None:
+                return found
+            n = len(statements)
+            params[f"k{n}"] = key
+            condition = "key = $k" + str(n)
+            if op != "exists":
+                params[f"v{n}"] = float(value) if kind(value) == "number" else value
+                condition += f" AND value {_COMPARE[op]} $v{n} AND {_KIND_CHECK[kind(value)]}"
+            statements.append(f"SELECT VALUE record::id(document) FROM {self.store.names.facets}"
+                              f" WHERE {condition};")
+            leaves[ident] = n  # type: ignore[index]
+            return n
+
+        def plan(node: MetaFilter) -> Any:
+            if isinstance(node, (AllOf, AnyOf)):
+                return (type(node), [plan(i) for i in node.items])
+            if node.op in ("eq", "ne"):
+                return (node.op == "ne", [lookup(node.key, "eq", node.value)])
+            if node.op in ("in", "nin"):
+                return (node.op == "nin", [lookup(node.key, "eq", v) for v in node.value])
+            if node.op == "exists":
+                return (not node.value, [lookup(node.key, "exists", True)])
+            return (False, [lookup(node.key, node.op, node.value)])
+
+        planned = plan(where)
+        results = await self.store.query("\n".join(statements), params, read_only=True)
+        found = [frozenset(r or ()) for r in results]
+
+        def answer(step: Any) -> DocumentSet:
+            head, parts = step
+            if head is AllOf:
+                return DocumentSet.all_of([answer(p) for p in parts])
+            if head is AnyOf:
+                return DocumentSet.any_of([answer(p) for p in parts])
+            keys = frozenset().union(*(found[i] for i in parts))
+            return DocumentSet(keys, exclude=head, table=self.table)
+
+        return answer(planned)
 
     async def of_source(self, source: str) -> RecordID | None:
         """The document a source points at now."""
@@ -391,6 +501,21 @@ class DocumentStorage:
         await self.store.query("UPDATE $doc MERGE $data RETURN NONE;",
                                {"doc": doc, "data": fields})
 
+    async def set_metadata(self, doc: RecordID, changes: dict[str, Any],
+                           removed: Sequence[str]) -> dict[str, Any] | None:
+        """Set keys of a complete document's metadata (and of the user's own) and remove
+        others; its metadata after, or ``None`` when there is no such document. The facets
+        follow in the same write (the engine's event)."""
+        patch = {**changes, **dict.fromkeys(removed)}
+        # (the facade's documents keep that library's fields only: no user_metadata)
+        own = ", user_metadata: $patch" if self.facets else ""
+        (rows,) = await self.store.query(
+            f"UPDATE $doc MERGE {{ metadata: $patch{own} }}"
+            " WHERE complete = true RETURN VALUE metadata;", {"doc": doc, "patch": patch})
+        if not rows:
+            return None
+        return dict(rows[0] or {})
+
     async def add_topics(self, doc: RecordID, topics: Sequence[str]) -> None:
         await self.store.query(
             "UPDATE $doc SET topics = array::union(topics, $topics) RETURN NONE;",
@@ -432,8 +557,9 @@ class FileRecords:
         for start in range(0, len(sources), 500):
             ids = [self.id_of(k) for k in sources[start:start + 500]]
             (rows,) = await self.store.query(
-                f"SELECT {_FILE_FIELDS}, document.{{ notebooks, topics }} AS document_membership"
-                f" FROM {self.table} WHERE id IN $ids;", {"ids": ids})
+                f"SELECT {_FILE_FIELDS}, etag, last_modified,"
+                f" document.{{ notebooks, topics, user_metadata }}"
+                f" AS document_membership FROM {self.table} WHERE id IN $ids;", {"ids": ids})
             for row in rows or []:
                 out[row["path"]] = row
         return out
@@ -471,6 +597,31 @@ class FileRecords:
                 {"hashes": list(hashes[start:start + 500])})
             out += rows or []
         return out
+
+    # ----- web pages ------------------------------------------------------------------
+    async def remember_fetches(self, fetches: Sequence[dict[str, Any]]) -> None:
+        """After web pages were fetched (``source``, ``etag``, ``last_modified``): what to
+        ask each with next time, and when it was fetched."""
+        if fetches:
+            await self.store.query(
+                "FOR $f IN $fetches { UPDATE type::record($table, $f.source) SET"
+                " etag = $f.etag, last_modified = $f.last_modified, fetched_at = time::now()"
+                " RETURN NONE; };", {"fetches": list(fetches), "table": self.table})
+
+    async def web_sources(self, older_than_seconds: float | None = None
+                          ) -> list[dict[str, Any]]:
+        """The records of every web page (``http(s)://`` source), those fetched longer ago
+        than ``older_than_seconds`` when given, by path."""
+        where = "(string::starts_with(path, 'http://') OR string::starts_with(path, 'https://'))"
+        params: dict[str, Any] = {}
+        if older_than_seconds is not None:
+            where += " AND (fetched_at = NONE OR fetched_at < $before)"
+            params["before"] = (dt.datetime.now(dt.timezone.utc)
+                                - dt.timedelta(seconds=older_than_seconds))
+        (rows,) = await self.store.query(
+            f"SELECT {_FILE_FIELDS}, etag, last_modified, fetched_at FROM {self.table}"
+            f" WHERE {where} ORDER BY path;", params)
+        return list(rows or [])
 
     async def touch(self, source: str, file_hash: str, size: int,
                          mtime_ns: int | None) -> None:

@@ -17,6 +17,7 @@ from ..parts.chunk import CONTEXT_SEPARATOR
 from .api_keys import key_table
 from .chunks import ft_index_sql
 from .connection import Store
+from .documents import facets_sql
 from .names import META, Names
 from .segments.index import TextIndex
 from .vectorgraphs import VECTOR_TYPE, hnsw_index_sql, vector_table_sql
@@ -440,6 +441,14 @@ def _v16(names: Names, settings: Settings, dimension: int) -> str:
     return f"DEFINE FIELD OVERWRITE embedding ON {names.vectors} TYPE {VECTOR_TYPE};"
 
 
+def _v17(names: Names, settings: Settings, dimension: int) -> str:
+    # the kreuzberg-surrealdb facade's tables keep that library's definitions to the letter:
+    # its metadata filters read the documents (DocumentStorage.matching)
+    if not settings.separate_vectors:
+        return ""
+    return facets_sql(names)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "documents, chunks (BM25 + HNSW), files", _v1),
     Migration(2, "notebooks, sources' references, notes, jobs; chunk generations", _v2),
@@ -464,6 +473,7 @@ MIGRATIONS: tuple[Migration, ...] = (
               _v14),
     Migration(15, "times carried by an import ($sd_keep_times)", _v15),
     Migration(16, "the vector table's values checked by its HNSW index", _v16),
+    Migration(17, "documents' metadata facets (key, value) for metadata filters", _v17),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -74,6 +74,12 @@ class Names:
         return f"{self.documents}_content_ft"
 
     @property
+    def facets(self) -> str:
+        """A row per filterable metadata value of a document (key, value), indexed so a
+        metadata filter finds its documents without reading them."""
+        return validate_identifier(f"{self.documents}_facets", "facets table name")
+
+    @property
     def vectors(self) -> str:
         """The table of the chunks' vectors (id mirrors the chunk's) with the shared HNSW
         index, apart from the chunks so that BM25 never reads a vector."""

@@ -36,7 +36,7 @@ class Storage:
     def of(cls, store: Store, settings: Settings, dimension: int, *,
            vectors_apart: bool = False) -> Storage:
         chunks = ChunkStorage(store, settings, dimension, vectors_apart=vectors_apart)
-        documents = DocumentStorage(store)
+        documents = DocumentStorage(store, facets=settings.separate_vectors)
         return cls(store, documents, FileRecords(store), chunks, NotebookStorage(store),
                    JobStorage(store),
                    KeyStorage(store), ConversationStorage(store),

@@ -62,6 +62,7 @@ class McpEndpoint:
                 app = mcp_http_app(self.state.require(), allow_writes=writes,
                                    max_chars=self.max_chars, path="/", writes_hint=hint,
                                    host=self.state.config.host,
+                                   allow_private_urls=self.state.config.allow_private_urls,
                                    transport_security=TransportSecuritySettings(
                                        enable_dns_rebinding_protection=False))
                 ready = asyncio.Event()

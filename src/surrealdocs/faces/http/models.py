@@ -71,6 +71,10 @@ class SearchBody(_Strict):
                           " the query text")
     cutoff: bool = Field(True, description="Leave out hits that are probably not relevant"
                                            " (false: show weaker matches too)")
+    where: dict[str, Any] | list[str] | None = Field(None, description=(
+        "Only documents whose metadata passes this filter: a JSON filter object (POST; e.g."
+        ' {"team": "a", "year": {"$gte": 2020}}; docs/filters.md), or --where texts'
+        " (GET: where=team=a, repeatable)"))
 
 
 class TextItem(_Strict):
@@ -84,7 +88,33 @@ class TextsRequest(_Strict):
     texts: list[TextItem] = Field(..., min_length=1, max_length=1000)
     notebook: str | None = Field(None, description="Put the documents in this notebook")
     topics: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] | None = Field(
+        None, description="Metadata of your own, set on every document (docs/filters.md)")
     force: bool = Field(False, description="Store again even if unchanged")
+
+
+class UrlsRequest(_Strict):
+    """Web pages to fetch and ingest, as a job."""
+
+    urls: list[str] = Field(default_factory=list, max_length=10_000,
+                            description="http(s) URLs of pages (PDFs and other files too)")
+    sitemaps: list[str] = Field(default_factory=list, max_length=100,
+                                description="Sitemaps whose pages to ingest")
+    follow: int = Field(0, ge=0, le=10, description=(
+        "Also ingest the pages they link to, this many links deep, within the same host"
+        " and path"))
+    max_pages: int = Field(100, ge=1, le=10_000, description="The most pages the job fetches")
+    notebook: str | None = Field(None, description="Put the documents in this notebook")
+    topics: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] | None = Field(
+        None, description="Metadata of your own, set on every document (docs/filters.md)")
+    force: bool = Field(False, description="Fetch and store again even if unchanged")
+
+
+class MetadataPatch(_Strict):
+    metadata: dict[str, Any] = Field(default_factory=dict,
+                                     description="Keys to set, with their values")
+    unset: list[str] = Field(default_factory=list, description="Keys to remove")
 
 
 class NotebookRequest(_Strict):
@@ -108,6 +138,8 @@ class AskBody(_Strict):
     topics: list[str] | None = None
     created_after: dt.datetime | None = None
     created_before: dt.datetime | None = None
+    where: dict[str, Any] | list[str] | None = Field(
+        None, description="Only documents whose metadata passes this filter (as in a search)")
     stream: bool = Field(False, description="Answer as server-sent events: passages, then"
                                             " the text as it comes, then the answer")
     conversation: str | None = Field(

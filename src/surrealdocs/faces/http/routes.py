@@ -25,12 +25,20 @@ from ...core.reader import MAX_OFFSET
 from ...core.search import search_notice
 from ...core.search_request import MODES, SearchRequest
 from ...errors import SurrealDocsError
-from ...parts.results import Hit, id_text
+from ...parts.results import Hit, id_text, jsonable
 from ...parts.snippet import snippet, stems
 from ...version import __version__
 from .auth import Access, presented_token, reader, server_state, writer
 from .error_responses import ApiError
-from .models import AskBody, ConversationRequest, NotebookRequest, SearchBody, TextsRequest
+from .models import (
+    AskBody,
+    ConversationRequest,
+    MetadataPatch,
+    NotebookRequest,
+    SearchBody,
+    TextsRequest,
+    UrlsRequest,
+)
 from .state import ServerState
 from .uploads import receive
 
@@ -175,9 +183,11 @@ async def upload(request: Request, response: Response, who: Writer, state: State
         if notebook is not None:  # a name no notebook has makes one, as in every face
             notebook = id_text((await kb.notebooks.for_writing(notebook)).id)
         replace = replace or _flag(_one(fields, "replace", None), "replace")
+        metadata = _json_object(_one(fields, "metadata", None), "metadata")
         job, names = await kb.ingest_jobs.submit_named(
             [(f.source, f.sha256, f.path) for f in received.files], folder=folder,
-            replace=replace, notebook=notebook, topics=topics, force=force)
+            replace=replace, notebook=notebook, topics=topics, force=force,
+            metadata=metadata)
         for f, name in zip(received.files, names):
             if name != f.source:
                 f.renamed_from, f.source = f.source, name
@@ -206,6 +216,19 @@ def _flag(value: str | None, name: str = "force") -> bool:
     raise ApiError(422, "invalid_parameter", f"{name} must be true or false, got {value!r}")
 
 
+def _json_object(value: str | None, name: str) -> dict[str, Any] | None:
+    """A form field holding a JSON object."""
+    if value is None or not value.strip():
+        return None
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise ApiError(422, "invalid_parameter", f"{name} must be a JSON object")
+    return parsed
+
+
 def _remove(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
@@ -216,10 +239,23 @@ async def texts(body: TextsRequest, who: Writer, state: State) -> dict[str, Any]
     nb = None if body.notebook is None else (await kb.notebooks.for_writing(body.notebook)).id
     report = await kb.ingest_many_bytes(
         [(t.source, t.text.encode("utf-8"), t.mime_type) for t in body.texts],
-        force=body.force)
+        force=body.force, metadata=body.metadata)
     if nb is not None or body.topics:
         await kb.notebooks.file_documents(report, nb, body.topics)
     return report.to_dict()
+
+
+@router.post("/urls", tags=["ingest"], status_code=202,
+             summary="Fetch and ingest web pages (a job, like uploads)")
+async def urls(body: UrlsRequest, who: Writer, state: State) -> dict[str, Any]:
+    kb = state.require()
+    notebook = None if body.notebook is None else \
+        id_text((await kb.notebooks.for_writing(body.notebook)).id)
+    job = await kb.ingest_jobs.submit_urls(
+        body.urls, sitemaps=body.sitemaps, follow=body.follow, max_pages=body.max_pages,
+        notebook=notebook, topics=body.topics, metadata=body.metadata, force=body.force,
+        allow_private=state.config.allow_private_urls)
+    return {"job": job_view(job)}
 
 
 # ----- search -------------------------------------------------------------------------
@@ -270,7 +306,7 @@ async def ask(body: AskBody, request: Request, who: Reader, state: State) -> Any
         body.question, mode=body.mode, limit=body.passages or kb.settings.ask_passages,
         source=body.source, mime_type=body.mime_type, notebook=body.notebook,
         topics=body.topics, created_after=body.created_after,
-        created_before=body.created_before)
+        created_before=body.created_before, where=body.where)
     if body.conversation is not None:  # the conversation's notebook scopes it; the turn is kept
         await writer(who)  # a read-only key cannot add a turn
         await kb.conversations.get(body.conversation)  # 404 before any work
@@ -371,12 +407,15 @@ async def documents(who: Reader, state: State,
                     mime_type: Annotated[list[str] | None, Query()] = None,
                     topics: Annotated[list[str] | None, Query()] = None,
                     created_after: dt.datetime | None = None,
-                    created_before: dt.datetime | None = None) -> dict[str, Any]:
+                    created_before: dt.datetime | None = None,
+                    where: Annotated[list[str] | None, Query(description=(
+                        "Only documents whose metadata passes: --where texts, e.g."
+                        " team=a (repeatable)"))] = None) -> dict[str, Any]:
     kb = state.require()
     filters: dict[str, Any] = {
         "notebook": notebook, "source": source, "mime_type": mime_type or None,
         "topics": topics or None, "created_after": created_after,
-        "created_before": created_before}
+        "created_before": created_before, "where": where or None}
     docs = await kb.documents(offset=offset, limit=limit, **filters)
     return {"documents": [d.to_dict() for d in docs], "offset": offset, "limit": limit,
             "total": await kb.count_documents(**filters)}
@@ -393,6 +432,16 @@ async def pages(ref: str, who: Reader, state: State, first: Annotated[int, Query
             summary="A document (by id or source) with its text and chunk spans")
 async def document(ref: str, who: Reader, state: State, text: bool = True) -> dict[str, Any]:
     return (await state.require().document(ref, text=text)).to_dict()
+
+
+@router.patch("/documents/{ref:path}", tags=["documents"],
+              summary="Set or remove keys of a document's metadata (nothing re-embedded)")
+async def patch_document(ref: str, body: MetadataPatch, who: Writer,
+                         state: State) -> dict[str, Any]:
+    kb = state.require()
+    doc = await kb.document(ref, text=False)
+    metadata = await kb.metadata.set(doc.id, body.metadata, unset=body.unset)
+    return {"id": doc.id, "metadata": jsonable(metadata)}
 
 
 @router.delete("/documents/{ref:path}", tags=["documents"],

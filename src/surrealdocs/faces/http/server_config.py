@@ -77,6 +77,9 @@ class ServeConfig:
     mcp_max_chars: int = 8000
     # chat models a request to /v1/ask may pick besides settings.llm (same provider)
     llm_allow: tuple[str, ...] = ()
+    # web pages on loopback, private, link-local and reserved addresses (an intranet's);
+    # refused by default: a request must not reach the server's own network
+    allow_private_urls: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_file_bytes", "max_request_bytes", "max_files"):

@@ -26,7 +26,7 @@ from starlette.requests import ClientDisconnect, Request
 from .error_responses import ApiError
 
 SOURCE_PREFIX = "upload://"
-FIELDS = ("notebook", "topic", "topics", "force", "replace")
+FIELDS = ("notebook", "topic", "topics", "force", "replace", "metadata")
 MAX_FIELD_BYTES = 10_000
 MAX_NAME_CHARS = 500
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

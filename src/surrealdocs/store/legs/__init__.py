@@ -91,6 +91,7 @@ class Legs:
     vector: VectorLeg | None
     details: Callable[[list[RecordID]], Awaitable[dict[str, dict[str, Any]]]] | None
     chunks_table: str
+    resolve: Callable[[Filters], Awaitable[Filters]]  # answers a metadata filter, once
     without_vectors: str = ""  # why the store has no vector leg
 
     def vector_for(self, filters: Filters) -> VectorLeg:
@@ -108,7 +109,7 @@ def choose_legs(settings: Settings, chunks: ChunkStorage,
     """The legs this store's layout calls for (its settings and where its vectors are)."""
     store = chunks.store
     if not settings.chunked:
-        return Legs(DocumentTextLeg(documents), None, None, chunks.table,
+        return Legs(DocumentTextLeg(documents), None, None, chunks.table, documents.resolved,
                     "it was created with documents only")
     text: TextLeg
     if chunks.text is not None:
@@ -116,10 +117,11 @@ def choose_legs(settings: Settings, chunks: ChunkStorage,
     else:
         text = EngineTextLeg(store, settings, chunks.table, chunks.count)
     if not settings.vectors:
-        return Legs(text, None, chunks.details, chunks.table, "it was created with embed=False")
+        return Legs(text, None, chunks.details, chunks.table, documents.resolved,
+                    "it was created with embed=False")
     graph = GraphLeg(store, settings, chunks.graphs, chunks.vector_table,
                      store.names.hnsw_index, through_chunk=chunks.apart)
     vector: VectorLeg = graph
     if chunks.text is not None:
         vector = ScanLeg(store, settings, chunks.table, chunks.text, chunks.dimension, graph)
-    return Legs(text, vector, chunks.details, chunks.table)
+    return Legs(text, vector, chunks.details, chunks.table, documents.resolved)

@@ -7,6 +7,8 @@ from typing import Any
 
 from surrealdb import RecordID
 
+from ...parts.filters import Filters
+from ..conditions import filter_conditions
 from ..connection import Store
 from ..segments.postings import Ranked
 
@@ -18,6 +20,22 @@ LEG_FIELDS_VIA_CHUNK = "chunk AS id, document"  # a vector table's rows
 VISIBLE = "document.complete = true AND (generation OR 0) = (document.generation OR 0)"
 VISIBLE_VIA_CHUNK = ("document.complete = true"
                      " AND (chunk.generation OR 0) = (document.generation OR 0)")
+
+
+async def walk_within(store: Store, table: str, ranked: Ranked, limit: int, filters: Filters,
+                      careful: bool) -> list[dict[str, Any]]:
+    """The first ``limit`` chunks of ``ranked`` that pass ``filters`` (and, ``careful``,
+    are visible). The metadata filter's documents are applied by the index's maps, before
+    any chunk is read, where they know the chunks' documents."""
+    applied = False
+    if filters.documents is not None:
+        within = ranked.within(filters.documents)
+        if within is not None:
+            ranked, applied = within, True
+    clauses, params = filter_conditions(filters, documents_applied=applied)
+    if careful:
+        clauses.append(VISIBLE)
+    return await walk(store, table, ranked, limit, clauses, params)
 
 
 async def walk(store: Store, table: str, ranked: Ranked, limit: int, clauses: list[str],

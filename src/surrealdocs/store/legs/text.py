@@ -15,7 +15,7 @@ from ..conditions import filter_conditions
 from ..connection import Store
 from ..documents import DocumentStorage
 from ..segments.index import TextIndex
-from .ranked import LEG_FIELDS, VISIBLE, walk
+from .ranked import LEG_FIELDS, VISIBLE, walk_within
 
 COUNT_CACHE_SECONDS = 60.0
 TERM_CACHE_SECONDS = 600.0  # a term's document frequency changes slowly
@@ -32,11 +32,8 @@ class SegmentTextLeg:
 
     async def rows(self, words: Sequence[str], limit: int, filters: Filters,
                    careful: bool) -> list[dict[str, Any]]:
-        clauses, params = filter_conditions(filters)
-        if careful:
-            clauses.append(VISIBLE)
         ranked = await self.index.rank(self.index.analyzer.terms(" ".join(words)))
-        return await walk(self.store, self.table, ranked, limit, clauses, params)
+        return await walk_within(self.store, self.table, ranked, limit, filters, careful)
 
     async def idf(self, terms: Sequence[str]) -> dict[str, float]:
         return await self.index.idf(terms)

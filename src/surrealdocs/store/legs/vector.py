@@ -16,7 +16,7 @@ from ..conditions import filter_conditions
 from ..connection import Store
 from ..segments.index import TextIndex
 from ..vectorgraphs import VectorGraphs
-from .ranked import LEG_FIELDS, LEG_FIELDS_VIA_CHUNK, VISIBLE, VISIBLE_VIA_CHUNK, walk
+from .ranked import LEG_FIELDS, LEG_FIELDS_VIA_CHUNK, VISIBLE, VISIBLE_VIA_CHUNK, walk_within
 
 
 def similarity_of_distance(distance: np.ndarray, metric: str) -> np.ndarray:
@@ -134,10 +134,7 @@ class ScanLeg:
         ranked = await self.index.nearest(vector)
         if ranked is None:
             return await self.graph.rows(vector, k, filters, careful)
-        clauses, params = filter_conditions(filters)
-        if careful:
-            clauses.append(VISIBLE)
-        rows = await walk(self.store, self.table, ranked, k, clauses, params)
+        rows = await walk_within(self.store, self.table, ranked, k, filters, careful)
         scores = leg_similarity(np.array([float(r["score"]) for r in rows]),
                                 self.settings.hnsw_distance)
         for row, score in zip(rows, scores, strict=True):

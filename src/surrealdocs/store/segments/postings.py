@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ...parts.analyzer import STOP_WORDS, Analyzer
+from ...parts.filters import DocumentSet
 from .codes import (
     VectorSet,
     pack,
@@ -349,6 +350,19 @@ class Ranked:
             self._sort(max(stop, 2 * len(self._sorted)))
         return self._sorted[start:stop]
 
+    def within(self, allowed: DocumentSet) -> Ranked | None:
+        """This ranking with only the chunks of ``allowed`` documents (from the maps, no
+        chunk read); ``None`` when the maps do not know the chunks' documents."""
+        view = self._view
+        if view is None:
+            return self
+        if not view.documents_known:
+            return None
+        keep = view.document_mask(allowed)[self._ordinals]
+        out = Ranked(view, self._ordinals[keep], self._scores[keep])
+        out.idf = self.idf
+        return out
+
     def documents(self, start: int, stop: int) -> list[Any] | None:
         """The document keys of ranks ``start`` to ``stop`` (after :meth:`best`), ``None``
         when the index does not know them (maps written before they held them)."""
@@ -406,10 +420,40 @@ class View:
     moved: dict[tuple[str, int], Any] = field(default_factory=dict)  # (segment, ordinal)
     stamp: int = -1  # the store's changes when it was read
     background: VectorSet | None = None  # a sample of the live vectors, drawn once
+    # each global ordinal's document as a number (by the first filtered search), and the
+    # numbers of the documents
+    document_codes: np.ndarray | None = None
+    document_numbers: dict[Any, int] = field(default_factory=dict)
 
     @property
     def documents_known(self) -> bool:
         return all(m.documents is not None for m in self.maps.values())
+
+    def document_mask(self, allowed: DocumentSet) -> np.ndarray:
+        """Whether each global ordinal's chunk is of an ``allowed`` document (when
+        :attr:`documents_known`)."""
+        if self.document_codes is None:
+            numbers = self.document_numbers
+            parts = []
+            for s in self.segments:
+                documents = self.maps[s.key].documents
+                assert documents is not None
+                parts.append(np.fromiter((numbers.setdefault(d, len(numbers))
+                                          for d in documents), dtype=np.int64,
+                                         count=len(documents)))
+            codes = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            at = {s.key: int(self.offsets[i]) for i, s in enumerate(self.segments)}
+            for (segment, ordinal), document in self.moved.items():
+                if segment in at:
+                    codes[at[segment] + ordinal] = numbers.setdefault(document, len(numbers))
+            self.document_codes = codes
+        numbers = self.document_numbers
+        table = np.full(len(numbers), allowed.exclude, dtype=bool)
+        for key in allowed.keys:
+            number = numbers.get(key)
+            if number is not None:
+                table[number] = not allowed.exclude
+        return table[self.document_codes]
 
     def document(self, segment: str, ordinal: int) -> Any:
         """The document a chunk belongs to now (when :attr:`documents_known`)."""

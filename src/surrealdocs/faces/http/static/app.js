@@ -163,8 +163,13 @@
     if ($("#f-source").value.trim()) params.set("source", $("#f-source").value.trim());
     if ($("#f-after").value) params.set("created_after", $("#f-after").value + "T00:00:00");
     if ($("#f-per-doc").checked) params.set("per_document", "true");
+    for (const where of whereTexts()) params.append("where", where);
     if (state.weaker) params.set("cutoff", "false");
     return params;
+  }
+  // the metadata filters typed in the filter row, ";" between them
+  function whereTexts() {
+    return $("#f-where").value.split(";").map((w) => w.trim()).filter(Boolean);
   }
 
   async function search(more, weaker) {
@@ -232,6 +237,7 @@
     if ($("#f-type").value) body.mime_type = [$("#f-type").value];
     if ($("#f-source").value.trim()) body.source = $("#f-source").value.trim();
     if ($("#f-after").value) body.created_after = $("#f-after").value + "T00:00:00";
+    if (whereTexts().length) body.where = whereTexts();
     $("#empty").hidden = true;
     $("#answer").hidden = false;
     if (state.session && state.lastTurn) { state.turns.push(state.lastTurn); state.lastTurn = null; }
@@ -350,7 +356,10 @@
           ? `pages ${hit.page}–${hit.last_page}` : `page ${hit.page}` }) : null,
         state.mode === "hybrid" ? el("span", {
           text: `text #${hit.text_rank || "–"} · vector #${hit.vector_rank || "–"}`,
-          title: "Rank of this passage in each leg of the hybrid search" }) : null);
+          title: "Rank of this passage in each leg of the hybrid search" }) : null,
+        ...Object.entries(hit.metadata || {}).slice(0, 6).map(([key, value]) => el("span", {
+          class: "meta-tag", title: "Metadata of the document (filter on it with where)",
+          text: `${key}: ${Array.isArray(value) ? value.join(", ") : String(value)}`.slice(0, 80) })));
       const button = el("button", {
         class: "hit", type: "button", "data-index": String(i),
         "aria-label": `Open ${hit.title || baseName(hit.source)} at this passage`,
@@ -485,13 +494,37 @@
     xhr.send(form);
   }
 
+  // A web page: fetched and ingested by a job on the server (POST /v1/urls).
+  async function addUrl(url) {
+    if (state.info && !state.info.can_write) {
+      banner("This key is read-only: it cannot add documents.", "error");
+      return;
+    }
+    let source = url;
+    try { const u = new URL(url); u.hash = ""; source = u.href; } catch (e) { /* the server says */ }
+    const row = uploadRow(source, null);
+    const notebook = $("#upload-notebook").value;
+    let body;
+    try {
+      body = await api("/v1/urls", { method: "POST", json: { urls: [url], notebook: notebook || null } });
+    } catch (e) {
+      setRow(row, "failed", "bad", "not added", e.message);
+      if (e.status === 401) needKey(e.message);
+      return;
+    }
+    row.state.textContent = "queued";
+    setBar(row, 0.3);
+    followJob(body.job.id, new Map([[source, row]]));
+  }
+
   function uploadRow(name, size) {
     const bar = el("span");
     const stateEl = el("span", { class: "upload-state", text: "starting" });
     const reason = el("div", { class: "upload-reason", hidden: true });
     const li = el("li", { class: "upload", "data-name": name },
       el("div", { class: "upload-line" },
-        el("span", { class: "upload-name", title: name, text: `${baseName(name)} · ${bytes(size)}` }), stateEl),
+        el("span", { class: "upload-name", title: name,
+          text: size === null ? name : `${baseName(name)} · ${bytes(size)}` }), stateEl),
       el("div", { class: "progress" }, bar), reason);
     $("#uploads").prepend(li);
     return { li, bar, state: stateEl, reason };
@@ -838,6 +871,11 @@
       e.stopPropagation();  // not again by the page's own drop handler below
       drop.classList.remove("over");
       uploadFiles(e.dataTransfer && e.dataTransfer.files);
+    });
+    $("#url-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      const url = $("#url-input").value.trim();
+      if (url) { addUrl(url); $("#url-input").value = ""; }
     });
     // dropping anywhere on the page uploads too, instead of the browser opening the file
     window.addEventListener("dragover", (e) => e.preventDefault());
