@@ -513,3 +513,63 @@ def test_page_asks_and_opens_a_citation(tmp_path: Path, browser: Any,
             until(d, lambda d: not d.find_elements(By.CSS_SELECTOR, "#chats li[data-id]"))
             logs = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"]
             assert not logs, logs
+
+
+def test_page_adds_a_web_page_and_filters_on_metadata(tmp_path: Path, browser: Any) -> None:
+    """Issue 42: the URL field adds a page (fetched by a job on the server, here allowed
+    to reach loopback), and the metadata filter of the filter row narrows a search."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    article = (b"<html><head><title>Storks</title><meta property='og:site_name'"
+               b" content='Bird Notes'></head><body><nav>Home | Shop</nav><main><article>"
+               b"<h1>Storks</h1><p>White storks build huge nests of sticks on roofs, chimneys"
+               b" and church towers, and come back to the same nest every spring.</p><p>They"
+               b" clatter their bills loudly to greet their mates at the nest.</p></article>"
+               b"</main><footer>Copyright</footer></body></html>")
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            found = self.path == "/storks"
+            body = article if found else b"no"
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    site = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    page_url = f"http://127.0.0.1:{site.server_address[1]}/storks"
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "herons.md").write_text(HERONS)
+    db = str(tmp_path / "db")
+    try:
+        with served(tmp_path, "--db", db, "--allow-private-urls") as (proc, url):
+            wait_ready_process(proc, url)
+            d = browser
+            d.get(url + "/")
+            until(d, lambda d: "Documents" in d.find_element(By.ID, "stats").text)
+            d.find_element(By.ID, "file-input").send_keys(str(files / "herons.md"))
+            d.find_element(By.ID, "url-input").send_keys(page_url)
+            d.find_element(By.CSS_SELECTOR, "#url-form button").click()
+            until(d, lambda d: len(d.find_elements(
+                By.CSS_SELECTOR, '.upload[data-status="ingested"]')) == 2)
+            row = d.find_element(By.CSS_SELECTOR, f'.upload[data-name="{page_url}"]')
+            assert row.get_attribute("data-status") == "ingested"
+            # the filter row's metadata filter: only the page's site
+            d.find_element(By.CSS_SELECTOR, "#filters summary").click()
+            d.find_element(By.ID, "f-where").send_keys("site_name=Bird Notes")
+            box = d.find_element(By.ID, "q")
+            box.send_keys("nests birds")
+            box.send_keys(Keys.ENTER)
+            until(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#results .hit"))
+            sources = texts(d, "#results .hit .source")
+            assert sources and set(sources) == {page_url}, sources
+    finally:
+        site.shutdown()
+        site.server_close()

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from conftest import StoreFactory
+from conftest import SAMPLES, StoreFactory
 from surrealdocs.errors import ConfigurationError
 from surrealdocs.web.crawl import links, sitemap_urls
 from surrealdocs.web.fetcher import Fetcher, FetchError
@@ -305,9 +305,13 @@ async def test_charsets_and_other_types(site: Site, open_kb: StoreFactory) -> No
               content_type="text/html; charset=windows-1252")
     site.page("/plain", "Grüße aus Köln und viele Störche ".encode("iso-8859-1") * 5,
               content_type="text/plain; charset=iso-8859-1")
-    report = await kb.ingest_urls([site.base + "/latin", site.base + "/plain"],
-                                  obey_robots=False)
-    assert [r.status for r in report.results] == ["ingested", "ingested"], report.results
+    site.page("/report.pdf", (SAMPLES / "quarterly-report.pdf").read_bytes(),
+              content_type="application/pdf")
+    report = await kb.ingest_urls([site.base + "/latin", site.base + "/plain",
+                                   site.base + "/report.pdf"], obey_robots=False)
+    assert [r.status for r in report.results] == ["ingested"] * 3, report.results
+    pdf = await kb.document(site.base + "/report.pdf", text=False)
+    assert pdf.mime_type == "application/pdf" and pdf.chunk_count > 0
     assert "crème à Paris" in ((await kb.document(site.base + "/latin")).content or "")
     assert "Störche" in ((await kb.document(site.base + "/plain")).content or "")
 
@@ -439,6 +443,16 @@ def test_the_http_api_fetches_public_pages_only_unless_allowed(site: Site,
                                                        "mode": "text",
                                                        "where": {"team": "it"}})
         assert [h["source"] for h in found.json()["hits"]] == [site.base + "/p"]
+        del site.routes["/p"]  # gone: the refresh job reports it, and prunes it when asked
+        r = server.client.post("/v1/refresh", json={})
+        assert r.status_code == 202, r.text
+        job = server.wait_job(r.json()["job"]["id"])
+        (result,) = job["result"]["results"]
+        assert result["status"] == "failed" and result["reason"].startswith("gone"), job
+        r = server.client.post("/v1/refresh", json={"prune": True})
+        job = server.wait_job(r.json()["job"]["id"])
+        assert job["result"]["results"][0]["status"] == "deleted", job
+        assert server.client.get("/v1/stats").json()["documents"] == 0
 
 
 async def test_the_mcp_add_url_tool_refuses_private_addresses(site: Site) -> None:
@@ -481,3 +495,65 @@ async def test_a_redirect_to_a_private_address_is_refused() -> None:
     # redirect's target never was
     assert asked == ["93.184.216.34 /robots.txt 93.184.216.34",
                      "93.184.216.34 /start 93.184.216.34"]
+
+
+async def test_the_fetcher_connects_to_the_address_it_checked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name is resolved once and checked; the request goes to that address, the name kept
+    for the Host header and TLS (SNI and the certificate's check): a second resolution,
+    which could answer otherwise, never happens."""
+    import httpx
+
+    import surrealdocs.web.fetcher as fetcher_module
+
+    answers = iter([[ipaddress.ip_address("93.184.216.34")],
+                    [ipaddress.ip_address("127.0.0.1")]])  # a rebinding name
+
+    async def resolve_once(host: str, port: int, *, allow_private: bool) -> list[Any]:
+        found = next(answers)
+        if not allow_private and not all(is_public(a) for a in found):
+            raise BlockedAddress(f"{host} resolves to {found[0]}")
+        return found
+
+    monkeypatch.setattr(fetcher_module, "resolve", resolve_once)
+    seen: list[tuple[str, str | None, object]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append((request.url.host, request.headers.get("host"),
+                     request.extensions.get("sni_hostname")))
+        return httpx.Response(200, headers={"Content-Type": "text/plain"}, content=b"ok")
+
+    async with Fetcher(allow_private=False, obey_robots=False,
+                       transport=httpx.MockTransport(answer)) as fetcher:
+        page = await fetcher.fetch("https://rebind.example/page")
+        assert page.data == b"ok"
+        with pytest.raises(BlockedAddress):  # the next resolution: refused, never asked
+            await fetcher.fetch("https://rebind.example/other")
+    assert seen == [("93.184.216.34", "rebind.example", "rebind.example")]
+
+
+async def test_at_most_two_requests_are_in_flight_per_host(site: Site) -> None:
+    in_flight, most = [0], [0]
+    lock = threading.Lock()
+
+    def slow_page(h: BaseHTTPRequestHandler) -> None:
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        time.sleep(0.2)
+        with lock:
+            in_flight[0] -= 1
+        body = b"a page"
+        h.send_response(200)
+        h.send_header("Content-Type", "text/plain")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    for n in range(6):
+        site.routes[f"/s{n}"] = slow_page
+    async with Fetcher(obey_robots=False) as fetcher:
+        import asyncio
+        pages = await asyncio.gather(*(fetcher.fetch(f"{site.base}/s{n}") for n in range(6)))
+    assert [p.data for p in pages] == [b"a page"] * 6
+    assert 1 <= most[0] <= 2  # (2 unless the machine is too busy to overlap them)

@@ -47,6 +47,7 @@ log = logging.getLogger("surrealdocs.uploads")
 
 INGEST = "ingest"
 INGEST_URLS = "ingest_urls"  # web pages: fetched by the job (core/web_sources.py)
+REFRESH = "refresh"  # every web page source re-checked
 # how long an upload folder no queued job refers to is kept on a shared store (another
 # process may be about to queue its job); on an embedded store nobody else can
 ORPHAN_SECONDS = 3600
@@ -82,6 +83,7 @@ class IngestJobs:
         self._naming = asyncio.Lock()
         jobs.register(INGEST, self._run)
         jobs.register(INGEST_URLS, self._run_urls)
+        jobs.register(REFRESH, self._run_refresh)
 
     def new_folder(self) -> Path:
         """A fresh folder under the uploads directory for the files of one job, marked as
@@ -348,6 +350,35 @@ class IngestJobs:
         return {"pages": len(ingest_report.results), **ingest_report.to_dict(),
                 "notebook": notebook, "topics": topics,
                 **({"metadata": metadata} if metadata else {})}
+
+    async def submit_refresh(self, *, older_than: float | None = None, prune: bool = False,
+                             allow_private: bool = False) -> Job:
+        """Queue a re-check of every web page source (:meth:`WebSources.refresh`)."""
+        if older_than is not None and (isinstance(older_than, bool) or older_than < 0):
+            raise ConfigurationError("older_than must be a number of seconds, 0 or more")
+        return await self.jobs.submit(REFRESH, payload={
+            "older_than": older_than, "prune": bool(prune),
+            "allow_private": bool(allow_private)})
+
+    async def _run_refresh(self, job: Job, report: Report) -> dict[str, Any]:
+        payload = job.payload or {}
+        done: list[FileResult] = []
+        total = [0]
+
+        def discovered(n: int) -> None:
+            total[0] = n
+
+        task = asyncio.get_running_loop().create_task(self._report_urls(report, done, total))
+        try:
+            refreshed = await self.web.refresh(
+                older_than=payload.get("older_than"), prune=bool(payload.get("prune")),
+                allow_private=bool(payload.get("allow_private")), on_result=done.append,
+                on_discovered=discovered)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        return {"pages": len(refreshed.results), **refreshed.to_dict()}
 
     @staticmethod
     async def _report_urls(report: Report, done: list[FileResult], total: list[int]) -> None:

@@ -222,6 +222,17 @@ class ServedKnowledgeBase:
         results = await self._followed(str(answer["job"]["id"]), on_result)
         return IngestReport(results=results, seconds=time.monotonic() - started)
 
+    async def refresh(self, *, older_than: float | None = None, prune: bool = False,
+                      on_result: Callable[[FileResult], Any] | None = None,
+                      on_discovered: Callable[[int], None] | None = None,
+                      **_: Any) -> IngestReport:
+        """Have the server re-check its web page sources (``POST /v1/refresh``, a job)."""
+        started = time.monotonic()
+        answer = await self._call("POST", "/v1/refresh",
+                                  json={"older_than": older_than, "prune": prune})
+        results = await self._followed(str(answer["job"]["id"]), on_result)
+        return IngestReport(results=results, seconds=time.monotonic() - started)
+
     async def _followed(self, job: str,
                         on_result: Callable[[FileResult], Any] | None) -> list[FileResult]:
         """The results of an ingest job, reported as they come, once it is done."""

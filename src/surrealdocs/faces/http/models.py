@@ -111,6 +111,14 @@ class UrlsRequest(_Strict):
     force: bool = Field(False, description="Fetch and store again even if unchanged")
 
 
+class RefreshRequest(_Strict):
+    """Re-check the web page sources, as a job."""
+
+    older_than: float | None = Field(None, ge=0, description=(
+        "Only pages fetched longer ago than this many seconds"))
+    prune: bool = Field(False, description="Remove the pages that are gone (404, 410)")
+
+
 class MetadataPatch(_Strict):
     metadata: dict[str, Any] = Field(default_factory=dict,
                                      description="Keys to set, with their values")

@@ -35,6 +35,7 @@ from .models import (
     ConversationRequest,
     MetadataPatch,
     NotebookRequest,
+    RefreshRequest,
     SearchBody,
     TextsRequest,
     UrlsRequest,
@@ -254,6 +255,16 @@ async def urls(body: UrlsRequest, who: Writer, state: State) -> dict[str, Any]:
     job = await kb.ingest_jobs.submit_urls(
         body.urls, sitemaps=body.sitemaps, follow=body.follow, max_pages=body.max_pages,
         notebook=notebook, topics=body.topics, metadata=body.metadata, force=body.force,
+        allow_private=state.config.allow_private_urls)
+    return {"job": job_view(job)}
+
+
+@router.post("/refresh", tags=["ingest"], status_code=202,
+             summary="Re-check every web page source (a job): 304s unchanged, gone ones"
+                     " reported (removed with prune)")
+async def refresh(body: RefreshRequest, who: Writer, state: State) -> dict[str, Any]:
+    job = await state.require().ingest_jobs.submit_refresh(
+        older_than=body.older_than, prune=body.prune,
         allow_private=state.config.allow_private_urls)
     return {"job": job_view(job)}
 
