@@ -104,8 +104,8 @@ def test_serve_process(tmp_path: Path) -> None:
         assert code == 0 and json.loads(out)["source"] == "upload://n.txt"
         code, out = run("ask", "where do storks nest", "--server", url)
         assert code == 2 and "openai:MODEL" in out  # this server has no chat model
-        code, out = run("sync", str(tmp_path), "--server", url)
-        assert code == 2 and "needs the store itself" in out
+        code, out = run("sync", str(tmp_path), "--watch", "--server", url)
+        assert code == 2 and "needs the store itself" in out  # watching needs the store
         code, out = run("delete", "upload://n.txt", "--dry-run", "--server", url)
         assert code == 0 and "would delete" in out
         code, out = run("delete", "upload://n.txt", "--server", url)
@@ -302,3 +302,47 @@ def test_export_through_the_server_while_it_serves(tmp_path: Path,
                     "--json")
     assert code == 0, out
     assert [h["source"] for h in json.loads(out)] == served_hits
+
+
+def test_sync_goes_through_the_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43: `sync --server URL` mirrors a folder into the server's upload:// sources:
+    new and changed files uploaded, unchanged ones not sent (compared by SHA-256), vanished
+    ones forgotten; the glob picks both the files and the sources it answers for."""
+    db = str(tmp_path / "db")
+    folder = tmp_path / "notes"
+    (folder / "birds").mkdir(parents=True)
+    (folder / "birds" / "storks.md").write_text("# Storks\n\nWhite storks nest on roofs.")
+    (folder / "herons.txt").write_text("Grey herons stand in shallow water.")
+    (folder / "old.txt").write_text("Old notes about ospreys.")
+    (folder / "skip.csv").write_text("a,b\n1,2\n")
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    with served(tmp_path, "--db", db) as (proc, url):
+        wait_ready_process(proc, url)
+        first = runner.invoke(app, ["sync", "notes", "--glob", "**/*.*[dt]", "--server", url,
+                                    "--json", "--meta", "team=birds"])
+        assert first.exit_code == 0, first.output
+        statuses = {r["source"]: r["status"] for r in json.loads(first.stdout)["results"]}
+        assert statuses == {"upload://notes/birds/storks.md": "ingested",
+                            "upload://notes/herons.txt": "ingested",
+                            "upload://notes/old.txt": "ingested"}
+        (folder / "herons.txt").write_text("Grey herons stand still in shallow water.")
+        (folder / "old.txt").unlink()
+        plan = runner.invoke(app, ["sync", "notes", "--glob", "**/*.*[dt]", "--dry-run",
+                                   "--server", url, "--json"])
+        planned = json.loads(plan.stdout)
+        assert planned["planned"]["unchanged"] == 1
+        assert {c["source"]: c["action"] for c in planned["changes"]} == {
+            "upload://notes/herons.txt": "update", "upload://notes/old.txt": "delete"}
+        again = runner.invoke(app, ["sync", "notes", "--glob", "**/*.*[dt]", "--server", url,
+                                    "--json"])
+        assert again.exit_code == 0, again.output
+        statuses = {r["source"]: r["status"] for r in json.loads(again.stdout)["results"]}
+        assert statuses == {"upload://notes/birds/storks.md": "unchanged",
+                            "upload://notes/herons.txt": "updated",
+                            "upload://notes/old.txt": "deleted"}
+        sources = httpx.get(url + "/v1/documents").json()["documents"]
+        assert sorted(d["source"] for d in sources) == ["upload://notes/birds/storks.md",
+                                                        "upload://notes/herons.txt"]
+        code, out = run("list", "--where", "team=birds", "--json", "--server", url)
+        assert code == 0 and json.loads(out)["total"] == 2, out

@@ -109,6 +109,7 @@ class KnowledgeBase:
         self.failures = self.reader.failures  # sources whose last ingest failed, why
         self.failure = self.reader.failure
         self.sources_matching = self.reader.sources_matching
+        self.sources_under = self.reader.sources_under
         self.passage = self.reader.passage
         self.pages = self.reader.pages
         self.excerpt = self.reader.excerpt

@@ -125,6 +125,15 @@ class DocumentReader:
             document.content = None
         return document
 
+    async def sources_under(self, prefixes: Sequence[str]) -> list[dict[str, Any]]:
+        """What each stored source under these prefixes last held and what came of it
+        (``path``, ``file_hash``, ``size``, ``status``, ``error``), by path: a source equal
+        to a prefix, or starting with it and a ``/`` (``upload://notes`` holds
+        ``upload://notes/a.md``). How a client syncs a folder through a server."""
+        rows = await self.storage.files.under([p for p in prefixes if p])
+        return [{"path": r["path"], "file_hash": r.get("file_hash"), "size": r.get("size"),
+                 "status": r.get("status"), "error": r.get("error")} for r in rows]
+
     async def sources_matching(self, glob: str) -> list[str]:
         """Every stored source that ``glob`` matches, sorted (the meaning of a search's
         ``source`` filter: a relative pattern matches at the end of the path)."""

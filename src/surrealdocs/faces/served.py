@@ -14,7 +14,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO, Any
 from urllib.parse import quote
 
@@ -25,9 +25,20 @@ from ..core.archive import ArchiveReport
 from ..core.notebook_service import Note, Notebook, Source
 from ..core.search_request import SearchRequest
 from ..errors import ConfigurationError, NotFoundError, StoreError
+from ..parts.digest import sha256
 from ..parts.discover import discover_paths
 from ..parts.metadata import AllOf, AnyOf, Condition
-from ..parts.results import Document, FileResult, Forgotten, Hit, IngestReport, Stats, jsonable
+from ..parts.results import (
+    Document,
+    FileResult,
+    Forgotten,
+    Hit,
+    IngestReport,
+    PlannedChange,
+    Stats,
+    SyncReport,
+    jsonable,
+)
 
 TIMEOUT = httpx.Timeout(60.0, connect=10.0)  # a search, a page of documents, a delete
 UPLOAD_TIMEOUT = httpx.Timeout(600.0, connect=10.0)  # a batch of files on its way
@@ -233,6 +244,70 @@ class ServedKnowledgeBase:
         results = await self._followed(str(answer["job"]["id"]), on_result)
         return IngestReport(results=results, seconds=time.monotonic() - started)
 
+    async def sync(self, paths: Sequence[str | Path] | str | Path, *, glob: str = "**/*",
+                   dry_run: bool = False, notebook: Notebook | None = None,
+                   metadata: dict[str, Any] | None = None,
+                   on_result: Callable[[FileResult], Any] | None = None,
+                   on_discovered: Callable[[int], None] | None = None) -> SyncReport:
+        """Make the server's ``upload://`` sources under the folders mirror them: a file whose
+        bytes the server holds already is left alone (compared by SHA-256, nothing sent), a
+        new or changed one uploaded (replacing its earlier version), a source whose file is
+        gone forgotten (``DELETE /v1/sources``; its document stays while another source holds
+        it). ``glob`` picks the files, and the sources the sync answers for."""
+        started = time.monotonic()
+        roots = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+        if not roots:
+            raise ConfigurationError("give at least one folder to sync")
+        found = discover_paths(roots, glob)
+        local = {UPLOAD + upload_name(p): p for p in found.files}
+        prefixes = [UPLOAD + upload_name(r) for r in roots]
+        held = await self._call("GET", "/v1/sources", params=[("under", p) for p in prefixes])
+        records = {r["path"]: r for r in held["sources"]
+                   if _answers_for(r["path"], prefixes, glob)}
+        if on_discovered:
+            on_discovered(len(local) + len(found.problems))
+        plan: list[PlannedChange] = []
+        unchanged: list[FileResult] = []
+        uploads: list[Path] = []
+        for name, path in local.items():
+            record = records.get(name)
+            digest = await asyncio.to_thread(_digest, path)
+            if record is not None and record.get("file_hash") == digest \
+                    and record.get("status") in ("ingested", "duplicate"):
+                plan.append(PlannedChange("unchanged", name))
+                unchanged.append(FileResult(name, "unchanged", last_status=record["status"]))
+            else:
+                plan.append(PlannedChange("add" if record is None else "update", name))
+                uploads.append(path)
+        gone = sorted(set(records) - set(local))
+        plan += [PlannedChange("delete", name) for name in gone]
+        report = SyncReport(roots=[str(r) for r in roots], dry_run=dry_run, plan=plan)
+        report.results = [FileResult(p.source, p.status, reason=p.reason)
+                          for p in found.problems]
+        if dry_run:
+            report.seconds = time.monotonic() - started
+            return report
+        for result in [*report.results, *unchanged]:
+            if on_result:
+                on_result(result)
+        report.results += unchanged
+        filed: dict[str, Any] = {"notebook": str(notebook.id)} if notebook is not None else {}
+        if metadata:
+            filed["metadata"] = json.dumps(jsonable(metadata))
+        for batch in _batches(uploads):
+            report.results += await self._upload(batch, False, on_result, filed)
+        for name in gone:
+            try:
+                await self._call("DELETE", f"/v1/sources/{quote(name, safe=':/')}")
+                result = FileResult(name, "deleted")
+            except NotFoundError:
+                continue  # forgotten meanwhile
+            report.results.append(result)
+            if on_result:
+                on_result(result)
+        report.seconds = time.monotonic() - started
+        return report
+
     async def _followed(self, job: str,
                         on_result: Callable[[FileResult], Any] | None) -> list[FileResult]:
         """The results of an ingest job, reported as they come, once it is done."""
@@ -330,6 +405,25 @@ def upload_name(path: Path) -> str:
     if relative.startswith(".."):
         return str(path.resolve()).lstrip("/")
     return relative
+
+
+UPLOAD = "upload://"
+
+
+def _digest(path: Path) -> str:
+    return sha256(path.read_bytes())
+
+
+def _answers_for(source: str, prefixes: Sequence[str], glob: str) -> bool:
+    """Whether a sync of the folders ``prefixes`` with ``glob`` answers for ``source``."""
+    for prefix in prefixes:
+        if source == prefix:
+            return True
+        if source.startswith(prefix.rstrip("/") + "/"):
+            relative = PurePosixPath(source[len(prefix.rstrip("/")) + 1:])
+            return glob in ("**/*", "**", "*") or relative.match(glob) or (
+                glob.startswith("**/") and relative.match(glob[3:]))
+    return False
 
 
 def _batches(files: list[Path]) -> list[list[Path]]:

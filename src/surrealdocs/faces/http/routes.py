@@ -432,6 +432,23 @@ async def documents(who: Reader, state: State,
             "total": await kb.count_documents(**filters)}
 
 
+@router.get("/sources", tags=["documents"],
+            summary="What each source under these prefixes last held (hash, size, outcome)")
+async def sources(who: Reader, state: State,
+                  under: Annotated[list[str], Query(
+                      description="Source prefixes: upload://notes holds"
+                                  " upload://notes/a.md (repeatable)")]) -> dict[str, Any]:
+    return {"sources": await state.require().sources_under(under)}
+
+
+@router.delete("/sources/{source:path}", tags=["documents"],
+               summary="Forget a source; its document goes when no other source holds it")
+async def forget_source(source: str, who: Writer, state: State) -> dict[str, Any]:
+    if not await state.require().delete(source):
+        raise ApiError(404, "not_found", f"no source {source!r}")
+    return {"forgotten": source}
+
+
 @router.get("/documents/{ref:path}/pages", tags=["documents"],
             summary="The text of a range of pages of a document")
 async def pages(ref: str, who: Reader, state: State, first: Annotated[int, Query(ge=1)],
