@@ -15,7 +15,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "surrealdocs"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("surrealdocs.version", "surrealdocs.errors", "surrealdocs.config")),
     ("parts", ("surrealdocs.parts",)),
-    ("models", ("surrealdocs.embed", "surrealdocs.chat", "surrealdocs.web")),
+    ("models", ("surrealdocs.embed", "surrealdocs.chat", "surrealdocs.web",
+                "surrealdocs.rerank")),
     ("store", ("surrealdocs.store",)),
     ("core", ("surrealdocs.core",)),
     ("faces", ("surrealdocs.faces", "surrealdocs.integrations",

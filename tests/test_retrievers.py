@@ -25,7 +25,8 @@ from surrealdocs.integrations.common import KnowledgeBaseRunner
 
 CITATION = {"source", "title", "mime_type", "page", "last_page", "char_start", "char_end",
             "chunk_id", "chunk_index", "document_id", "score", "text_rank", "vector_rank",
-            "text_score", "vector_score", "mode", "context", "similarity", "coverage"}
+            "text_score", "vector_score", "mode", "context", "similarity", "coverage",
+            "rerank_score", "first_rank"}
 
 
 def settings(db: Path) -> Settings:

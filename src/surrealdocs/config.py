@@ -121,6 +121,12 @@ class Settings:
             connection error (so ``embed_retries + 1`` attempts).
         llm: the chat model ``ask`` answers with: ``openai:MODEL`` (any OpenAI-compatible
             chat-completions server) or ``ollama:MODEL``; empty, ``ask`` says how to set it.
+        rerank: a second stage that reorders a search's first ``rerank_depth`` passages:
+            ``rerank:MODEL`` (a server speaking the shared rerank request at
+            ``rerank_base_url``, key ``rerank_api_key``: Cohere, Jina, Voyage, Mixedbread,
+            TEI, vLLM, Infinity) or ``llm`` (the chat model scores them); off when empty. A
+            search that names ``rerank=off`` skips it; one that fails keeps the first
+            stage's order with a notice (``rerank_timeout`` seconds at most).
         llm_base_url, llm_api_key: where it listens and its key; unset, ``OPENAI_BASE_URL``
             or ``OLLAMA_HOST``, and ``OPENAI_API_KEY``, then the providers' defaults.
         llm_timeout, llm_retries: seconds one chat request may wait for its first token,
@@ -214,6 +220,11 @@ class Settings:
     llm_api_key: str | None = field(default=None, repr=False)
     llm_timeout: float = 120.0
     llm_retries: int = 3
+    rerank: str = ""
+    rerank_base_url: str | None = None
+    rerank_api_key: str | None = field(default=None, repr=False)
+    rerank_depth: int = 50
+    rerank_timeout: float = 10.0
     ask_passages: int = 8
     ask_context_chars: int = 12_000
     rebuild_threshold: int = 2000
@@ -296,6 +307,16 @@ class Settings:
                              and self.llm.split(":", 1)[1].strip()):
             raise ConfigurationError(
                 f"llm must be openai:MODEL or ollama:MODEL, got {self.llm!r}")
+        if self.rerank and not (self.rerank == "llm" or (
+                self.rerank.startswith("rerank:") and self.rerank.split(":", 1)[1].strip())):
+            raise ConfigurationError(
+                f"rerank must be rerank:MODEL or llm, got {self.rerank!r}")
+        if not 1 <= self.rerank_depth <= 1000:
+            raise ConfigurationError(
+                f"rerank_depth must be from 1 to 1000, got {self.rerank_depth}")
+        if not self.rerank_timeout > 0:
+            raise ConfigurationError(
+                f"rerank_timeout must be a positive number of seconds, got {self.rerank_timeout}")
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Settings:

@@ -55,12 +55,14 @@ class Answer:
     removed_citations: int = 0  # numbers the model cited that named no passage
     invented: list[int] = field(default_factory=list)  # those numbers, in order
     model: str | None = None
+    notice: str | None = None  # what the search said beside its passages (a reranker failed)
 
     def to_dict(self) -> dict[str, Any]:
         return {"question": self.question, "answer": self.text, "grounded": self.grounded,
                 "citations": [c.to_dict() for c in self.citations],
                 "removed_citations": self.removed_citations, "invented": self.invented,
                 "model": self.model,
+                **({"notice": self.notice} if self.notice else {}),
                 "passages": [h.to_dict() for h in self.passages]}
 
 

@@ -238,6 +238,7 @@ class KnowledgeBase:
         store, unless it is a connection the caller lent (:meth:`around`)."""
         await self.jobs.stop()
         await self.storage.legs.stop()
+        await self._searcher.close()
         if self.store.owned:
             await self.store.close()
 
@@ -538,8 +539,11 @@ class KnowledgeBase:
         request = question if isinstance(question, SearchRequest) else SearchRequest(
             question, limit=self.settings.ask_passages)
         model = chat_model(llm, self.settings)
-        return await answer(request.query or "", await self.search(request), model,
-                            self.settings.ask_context_chars, on_event)
+        passages = await self.search(request)
+        result = await answer(request.query or "", passages, model,
+                              self.settings.ask_context_chars, on_event)
+        result.notice = getattr(passages, "notice", None)
+        return result
 
 
 class SyncKnowledgeBase:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -31,6 +32,7 @@ from ..parts.filters import Filters, glob_to_regex
 from ..parts.fusion import fuse
 from ..parts.relevance import LEXICAL, calibration_for, coverage, kept, query_weights
 from ..parts.results import Hit, id_text
+from ..rerank import Reranker, RerankError, reranker_for
 from ..store.chunks import is_visible
 from ..store.documents import record_id
 from ..store.legs import Legs
@@ -60,12 +62,22 @@ def common_words_only(text: str) -> list[str]:
 NOTHING_RELEVANT = "no passage looks relevant to the query"
 
 
+class SearchHits(list[Hit]):
+    """A search's hits, and what a face must say beside them: ``notice`` (a reranker that
+    failed) and how long the rerank stage took (``rerank_ms``)."""
+
+    notice: str | None = None
+    rerank_ms: float | None = None
+
+
 def search_notice(query: str | None, hits: Sequence[Hit], *, cutoff: bool = True,
                   show_weaker: str = "cutoff=false") -> str | None:
     """Why a search found nothing, for every face to show: the query is only common words,
-    or no passage looks relevant (``show_weaker``: how this face shows weaker matches)."""
+    or no passage looks relevant (``show_weaker``: how this face shows weaker matches);
+    or, beside hits, why their order is the first stage's (a reranker failed)."""
+    own = getattr(hits, "notice", None)
     if hits:
-        return None
+        return own
     words = common_words_only(query or "")
     if words:
         return (f"every word of the query is a common word"
@@ -120,8 +132,57 @@ class Searcher:
         self.embedding = embedding if legs.vector is not None else None
         self.settings = settings
         self.analyzer = analyzer_for(language)
+        self._rerankers: dict[str, Reranker] = {}
 
     async def search(self, request: SearchRequest, filters: Filters) -> list[Hit]:
+        """:meth:`first_stage`, then, when ``request.rerank`` names a reranker, its second
+        stage: the first ``rerank_depth`` passages in the reranker's order (each hit keeps its
+        ``first_rank`` beside its ``rerank_score``). A reranker that fails changes nothing but
+        the notice the hits carry (:class:`SearchHits`)."""
+        if not request.rerank:
+            return await self.first_stage(request, filters)
+        depth = self.settings.rerank_depth
+        hits = await self.first_stage(request.replace(limit=max(request.limit, depth)),
+                                      filters)
+        for rank, hit in enumerate(hits, 1):
+            hit.first_rank = rank
+        out = SearchHits(hits)
+        if hits:
+            try:
+                reranker = self.reranker(str(request.rerank))
+                top = hits[:depth]
+                started = time.monotonic()
+                async with asyncio.timeout(self.settings.rerank_timeout):
+                    scores = await reranker.scores(request.query or "", [h.content for h in top])
+                for hit, score in zip(top, scores, strict=True):
+                    hit.rerank_score = round(score, 6)
+                order = sorted(range(len(top)), key=lambda i: (-scores[i], i))
+                out = SearchHits([top[i] for i in order] + hits[depth:])
+                out.rerank_ms = round((time.monotonic() - started) * 1000, 2)
+            except TimeoutError:
+                out.notice = (f"the reranker did not answer within"
+                              f" {self.settings.rerank_timeout:g} s: the first stage's order"
+                              " is shown")
+            except (RerankError, ConfigurationError) as exc:
+                out.notice = f"the reranker failed ({exc}): the first stage's order is shown"
+        kept = SearchHits(out[:request.limit])
+        kept.notice, kept.rerank_ms = out.notice, out.rerank_ms
+        return kept
+
+    def reranker(self, name: str) -> Reranker:
+        """The reranker ``name``, made once."""
+        found = self._rerankers.get(name)
+        if found is None:
+            found = self._rerankers[name] = reranker_for(name, self.settings)
+        return found
+
+    async def close(self) -> None:
+        """Let the rerankers' connections go."""
+        for reranker in self._rerankers.values():
+            await reranker.close()
+        self._rerankers.clear()
+
+    async def first_stage(self, request: SearchRequest, filters: Filters) -> list[Hit]:
         """Search as ``request`` asks (checked by :meth:`SearchRequest.checked`), within
         ``filters``: embed the query, run the legs, fuse them, show and score the hits.
 

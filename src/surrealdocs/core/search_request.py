@@ -31,7 +31,9 @@ class SearchRequest:
     Notebook, its id or its name), ``topics`` (any of them), ``created_after`` and
     ``created_before`` (when the source was ingested), ``where`` (the documents' metadata:
     ``--where`` texts, a JSON filter object, or a :class:`~surrealdocs.parts.metadata`
-    filter; docs/filters.md). ``min_score`` drops hits scoring
+    filter; docs/filters.md). ``rerank``: the second stage, ``rerank:MODEL`` or ``llm``
+    (``True``/unset: the settings' ``rerank``; ``False`` or ``"off"``: none;
+    docs/rerank.md). ``min_score`` drops hits scoring
     below it (scores are 0-1 in every mode). Hybrid search fuses ``candidates`` hits of each
     leg with ``fusion`` (``zscore``, ``minmax`` or ``rrf``, with ``rrf_k``), weighting the
     legs by ``text_weight`` and ``vector_weight`` (unset: the settings'). ``per_document``:
@@ -63,6 +65,7 @@ class SearchRequest:
     query_vector: Sequence[float] | None = None
     cutoff: bool = True
     where: Any = None
+    rerank: str | bool | None = None
 
     @classmethod
     def of(cls, query: str | SearchRequest | None = None, **options: Any) -> SearchRequest:
@@ -124,7 +127,8 @@ class SearchRequest:
             mode = "vector"
         return self.replace(query=text, mode=mode, candidates=candidates, fusion=fusion,
                             text_weight=text_weight, vector_weight=vector_weight, rrf_k=rrf_k,
-                            where=metadata_filter(self.where))
+                            where=metadata_filter(self.where),
+                            rerank=_rerank(self.rerank, settings))
 
     def filters(self, notebook: Any = None) -> Filters:
         """The request's filters, its notebook resolved to ``notebook`` (a record id)."""
@@ -139,6 +143,23 @@ class SearchRequest:
 
 
 SEARCH_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SearchRequest))
+
+
+def _rerank(value: str | bool | None, settings: Settings) -> str:
+    """The reranker a search uses ("" for none)."""
+    if value is None or value is True:
+        if value is True and not settings.rerank:
+            raise ConfigurationError(
+                "no reranker is configured: set SURREALDOCS_RERANK (rerank:MODEL or llm)")
+        return settings.rerank
+    if value is False or (isinstance(value, str) and value.strip().lower() in ("off", "none",
+                                                                               "")):
+        return ""
+    if isinstance(value, str):
+        name = value.strip()
+        if name == "llm" or (name.startswith("rerank:") and name.split(":", 1)[1].strip()):
+            return name
+    raise ConfigurationError(f"rerank must be rerank:MODEL, llm or off, got {value!r}")
 
 
 def metadata_filter(where: Any) -> MetaFilter | None:

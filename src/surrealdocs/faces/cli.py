@@ -65,6 +65,10 @@ err_console = Console(stderr=True, emoji=False, highlight=False)
 T = TypeVar("T")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for machines")]
+RerankOption = Annotated[str | None, typer.Option(
+    "--rerank", help="A second stage that reorders the first passages: rerank:MODEL (a rerank"
+                     " server: SURREALDOCS_RERANK_BASE_URL), llm (the chat model), or off"
+                     " [default: $SURREALDOCS_RERANK, else off]", show_default=False)]
 WhereFilter = Annotated[list[str] | None, typer.Option(
     "--where", help="Only documents whose metadata passes: KEY=VALUE, KEY!=VALUE, KEY<VALUE,"
                     " <=, >, >=, 'KEY in A,B', 'KEY not in A,B', 'KEY exists' (repeatable:"
@@ -789,6 +793,7 @@ def search(
         "--cutoff/--all", help="--all: show weaker matches too, not only the hits that are"
                                " probably relevant")] = True,
     where: WhereFilter = None,
+    rerank: RerankOption = None,
     as_json: JsonOption = False,
     *, store: StoreOptions,
 ) -> None:
@@ -799,7 +804,7 @@ def search(
         created_after=created_after, created_before=created_before, candidates=candidates,
         fusion=fusion, rrf_k=rrf_k, text_weight=text_weight, vector_weight=vector_weight,
         per_document=per_document, query_vector=_vector(query_vector), cutoff=cutoff,
-        where=_where(where))
+        where=_where(where), rerank=rerank)
     hits = _with_kb(store, lambda kb: kb.search(request))
     if as_json:
         _print_json([h.to_dict() for h in hits])
@@ -822,10 +827,12 @@ def _marked(shown: Snippet) -> str:
 
 
 def _print_hits(hits: list[Hit], mode: str, query: str, *, cutoff: bool = True) -> None:
+    notice = search_notice(query, hits, cutoff=cutoff, show_weaker="--all")
     if not hits:
-        notice = search_notice(query, hits, cutoff=cutoff, show_weaker="--all")
         console.print("no hits" + (f": {escape(notice)}" if notice else ""))
         return
+    if notice:
+        err_console.print(f"notice: {escape(notice)}")
     table = Table(title=f"{mode} search: {escape(query)}", show_lines=True)
     table.add_column("#", justify="right")
     table.add_column("score", justify="right")
@@ -836,6 +843,8 @@ def _print_hits(hits: list[Hit], mode: str, query: str, *, cutoff: bool = True) 
         ranks = ""
         if mode == "hybrid":
             ranks = f"\n[dim]text {hit.text_rank or '-'} · vector {hit.vector_rank or '-'}[/dim]"
+        if hit.rerank_score is not None:
+            ranks += f"\n[dim]reranked {hit.rerank_score:.3f}, was #{hit.first_rank}[/dim]"
         shown = snippet(hit.content, query)
         title = hit.title or Path(hit.source).name
         # the heading path, unless it says again what the title or the text's start says
@@ -1435,6 +1444,7 @@ def ask(
     created_after: CreatedAfter = None,
     created_before: CreatedBefore = None,
     where: WhereFilter = None,
+    rerank: RerankOption = None,
     conversation: Annotated[str | None, typer.Option(
         "--conversation", "--session",
         help="Ask within a conversation: its id, or `new` to start one (a follow-up is read"
@@ -1454,7 +1464,8 @@ def ask(
     request = SearchRequest(
         question, mode=mode, limit=passages or store.settings().ask_passages, source=source,
         mime_type=mime_type or None, notebook=notebook, topics=topics or None,
-        created_after=created_after, created_before=created_before, where=_where(where))
+        created_after=created_after, created_before=created_before, where=_where(where),
+        rerank=rerank)
 
     def show(kind: str, value: Any) -> None:
         if kind == "text" and not as_json:  # the model's words: never terminal commands
@@ -1474,6 +1485,8 @@ def ask(
         return
     console.print()
     _print_sources(result)
+    if result.notice:
+        err_console.print(f"notice: {escape(result.notice)}")
     if within:
         err_console.print(f"conversation {escape(within)} (--conversation to go on)")
 
@@ -1733,6 +1746,7 @@ def eval_command(
     vector_weight: Annotated[float | None, typer.Option(help="Weight of the vector leg")] = None,
     chunk_size: Annotated[int | None, typer.Option(help="Characters per chunk")] = None,
     where: WhereFilter = None,
+    rerank: RerankOption = None,
     as_json: JsonOption = False,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Also write the figures as JSON to this file")] = None,
@@ -1768,9 +1782,10 @@ def eval_command(
     settings = Settings.from_env(
         db=db or "mem://", model=model, chunk_size=chunk_size, hybrid_fusion=fusion,
         hybrid_candidates=candidates, text_weight=text_weight, vector_weight=vector_weight)
-    metadata_filter = _where(where)
+    options: dict[str, Any] = {"where": _where(where), "rerank": rerank}
     reports = _evaluate_with_progress(datasets, settings, mode or EVAL_MODES, split, as_json,
-                                      {"where": metadata_filter} if metadata_filter else None)
+                                      {k: v for k, v in options.items() if v is not None}
+                                      or None)
     figures = reports[0].to_dict() if len(reports) == 1 else summary(reports)
     if output:
         output.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")

@@ -128,6 +128,8 @@ def _hit(rank: int, hit: Hit, snippet_chars: int) -> dict[str, Any]:
         out["section"] = hit.context
     if hit.metadata:
         out["metadata"] = jsonable(hit.metadata)
+    if hit.rerank_score is not None:
+        out.update(rerank_score=hit.rerank_score, first_rank=hit.first_rank)
     if hit.text_rank is not None or hit.vector_rank is not None:
         out.update(text_rank=hit.text_rank, vector_rank=hit.vector_rank)
     out["snippet"] = _snippet(hit.content, snippet_chars)
@@ -356,6 +358,10 @@ def _add_search(server: _Server, kb: KnowledgeBase, budget: int) -> None:
         where: Annotated[dict[str, Any] | None, Field(
             description="Only documents whose metadata passes this filter (a JSON filter"
                         " object, see above)")] = None,
+        rerank: Annotated[bool | None, Field(
+            description="The server's reranker reorders the first passages (default: on when"
+                        " it has one; a failure keeps the first order, with a notice)")
+        ] = None,
         snippet_chars: Annotated[int, Field(
             ge=0, le=2000, description="Most characters of each hit's snippet")
         ] = _SNIPPET_CHARS,
@@ -365,7 +371,8 @@ def _add_search(server: _Server, kb: KnowledgeBase, budget: int) -> None:
             mime_type=mime_type or None, topics=topics or None, created_after=created_after,
             created_before=created_before, per_document=per_document, min_score=min_score,
             candidates=candidates, fusion=fusion, rrf_k=rrf_k, text_weight=text_weight,
-            vector_weight=vector_weight, cutoff=cutoff, where=where), snippet_chars, budget)
+            vector_weight=vector_weight, cutoff=cutoff, where=where, rerank=rerank),
+            snippet_chars, budget)
 
 
 async def _searched(kb: KnowledgeBase, request: SearchRequest, snippet_chars: int,
@@ -491,10 +498,12 @@ def _add_ask(server: _Server, kb: KnowledgeBase, budget: int) -> None:
         where: Annotated[dict[str, Any] | None, Field(
             description="Only passages of documents whose metadata passes this filter (as"
                         " search's `where`)")] = None,
+        rerank: Annotated[bool | None, Field(
+            description="The server's reranker picks the passages (as in search)")] = None,
     ) -> CallToolResult:
         with _tool_errors():
             result = await kb.ask(SearchRequest(
-                question, notebook=notebook, where=where,
+                question, notebook=notebook, where=where, rerank=rerank,
                 limit=passages or kb.settings.ask_passages))
         payload = result.to_dict()
         payload.pop("passages")  # the citations say where; `read` gives the text

@@ -448,7 +448,10 @@ def _wired(request: SearchRequest) -> SearchRequest:
     """A request whose metadata filter is as the API takes it (text or a JSON object)."""
     where = request.where
     if isinstance(where, (Condition, AllOf, AnyOf)):
-        return request.replace(where=where.to_json())
+        request = request.replace(where=where.to_json())
+    if isinstance(request.rerank, str):  # a server reranks with its own reranker, or not
+        request = request.replace(rerank=request.rerank.strip().lower() not in ("off", "none",
+                                                                                 ""))
     return request
 
 

@@ -89,6 +89,7 @@ class SurrealDocsRetriever(BaseRetriever):
     per_document: bool = False
     cutoff: bool = True
     where: Any = Field(default=None, validation_alias=AliasChoices("where", "filter"))
+    rerank: str | bool | None = None
 
     _runner: KnowledgeBaseRunner = PrivateAttr()
 

@@ -238,6 +238,10 @@ class Hit:
     coverage: float | None = None
     # the metadata of the user's own on its document (--meta, the API's metadata)
     metadata: dict[str, Any] | None = None
+    # with a reranker: its score (0-1: how well the passage answers the query, as the
+    # reranker judges) and the hit's rank in the first stage
+    rerank_score: float | None = None
+    first_rank: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = jsonable(self)

@@ -75,6 +75,10 @@ class SearchBody(_Strict):
         "Only documents whose metadata passes this filter: a JSON filter object (POST; e.g."
         ' {"team": "a", "year": {"$gte": 2020}}; docs/filters.md), or --where texts'
         " (GET: where=team=a, repeatable)"))
+    rerank: bool | None = Field(None, description=(
+        "The server's reranker (GET /v1/info says which): true to use it, false not to;"
+        " unset: on when the server has one. A reranker that fails keeps the first stage's"
+        " order and the answer's notice says so"))
 
 
 class TextItem(_Strict):
@@ -148,6 +152,8 @@ class AskBody(_Strict):
     created_before: dt.datetime | None = None
     where: dict[str, Any] | list[str] | None = Field(
         None, description="Only documents whose metadata passes this filter (as in a search)")
+    rerank: bool | None = Field(
+        None, description="The server's reranker picks the passages (as in a search)")
     stream: bool = Field(False, description="Answer as server-sent events: passages, then"
                                             " the text as it comes, then the answer")
     conversation: str | None = Field(

@@ -107,6 +107,7 @@ async def info(request: Request, state: State) -> dict[str, Any]:
         out["model"] = state.kb.embedder.name if state.kb.embedder else None
         out["llm"] = state.kb.settings.llm or None  # the chat model of ask, if one is set
         out["llm_allowed"] = list(state.config.llm_allow) if out["llm"] else []
+        out["rerank"] = state.kb.settings.rerank or None  # the second stage, if one is set
     return out
 
 
@@ -277,6 +278,7 @@ async def _search(kb: KnowledgeBase, q: SearchBody) -> dict[str, Any]:
     started = time.perf_counter()
     hits = await kb.search(SearchRequest(**q.model_dump()))
     answer = {"query": q.query, "mode": q.mode, "count": len(hits),
+              "reranked": any(h.rerank_score is not None for h in hits),
               "took_ms": round((time.perf_counter() - started) * 1000, 2),
               "terms": stems(q.query or ""),
               "hits": [_with_snippet(h, q.query or "") for h in hits]}
@@ -317,7 +319,7 @@ async def ask(body: AskBody, request: Request, who: Reader, state: State) -> Any
         body.question, mode=body.mode, limit=body.passages or kb.settings.ask_passages,
         source=body.source, mime_type=body.mime_type, notebook=body.notebook,
         topics=body.topics, created_after=body.created_after,
-        created_before=body.created_before, where=body.where)
+        created_before=body.created_before, where=body.where, rerank=body.rerank)
     if body.conversation is not None:  # the conversation's notebook scopes it; the turn is kept
         await writer(who)  # a read-only key cannot add a turn
         await kb.conversations.get(body.conversation)  # 404 before any work

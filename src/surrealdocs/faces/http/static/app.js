@@ -164,6 +164,7 @@
     if ($("#f-after").value) params.set("created_after", $("#f-after").value + "T00:00:00");
     if ($("#f-per-doc").checked) params.set("per_document", "true");
     for (const where of whereTexts()) params.append("where", where);
+    if (state.info && state.info.rerank) params.set("rerank", $("#f-rerank").checked ? "true" : "false");
     if (state.weaker) params.set("cutoff", "false");
     return params;
   }
@@ -238,6 +239,7 @@
     if ($("#f-source").value.trim()) body.source = $("#f-source").value.trim();
     if ($("#f-after").value) body.created_after = $("#f-after").value + "T00:00:00";
     if (whereTexts().length) body.where = whereTexts();
+    if (state.info && state.info.rerank) body.rerank = $("#f-rerank").checked;
     $("#empty").hidden = true;
     $("#answer").hidden = false;
     if (state.session && state.lastTurn) { state.turns.push(state.lastTurn); state.lastTurn = null; }
@@ -342,8 +344,9 @@
     $("#weaker-results").hidden = hits.length > 0 || state.weaker || !notice
       || !/looks relevant/.test(notice);
     const weaker = state.weaker ? " · weaker matches shown" : "";
+    if (hits.length && notice) banner(notice);  // e.g. the reranker failed: first-stage order
     $("#summary").textContent = hits.length
-      ? `${hits.length} passage${hits.length === 1 ? "" : "s"} · ${state.mode} · ${Math.round(tookMs)} ms${weaker}`
+      ? `${hits.length} passage${hits.length === 1 ? "" : "s"} · ${state.mode}${hits.some((h) => h.rerank_score != null) ? " · reranked" : ""} · ${Math.round(tookMs)} ms${weaker}`
       : notice ? `No passages: ${notice.replace(/ \(cutoff=false [^)]*\)/, "")}.`
         : "No passages match. Try other words, or the Vector mode for meaning.";
     hits.forEach((hit, i) => {
@@ -789,6 +792,8 @@
     $("#upload-panel").hidden = !info.can_write && info.authenticated;
     $("#new-notebook").hidden = !info.can_write;
     document.querySelector('.modes [data-mode="ask"]').hidden = !info.llm;
+    $("#f-rerank-label").hidden = !info.rerank;  // a toggle only where the server reranks
+    $("#f-rerank-name").textContent = info.rerank ? `(${info.rerank})` : "";
     if (info.state !== "ready") {
       banner(`The server is ${info.state}…`);
       setTimeout(start, 1000);
@@ -851,7 +856,7 @@
       $("#answer").hidden = true;
       $("#q").value = ""; $("#q").focus();
     });
-    for (const id of ["#f-type", "#f-after", "#f-per-doc"]) {
+    for (const id of ["#f-type", "#f-after", "#f-per-doc", "#f-rerank"]) {
       $(id).addEventListener("change", () => { if ($("#q").value.trim()) search(); });
     }
     $("#f-source").addEventListener("keydown", (e) => {
