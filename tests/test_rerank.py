@@ -299,3 +299,20 @@ async def test_mcp_and_the_retrievers_rerank(kb: KnowledgeBase,
 
     nodes = await LlamaRetriever(kb, mode="text", similarity_top_k=2).aretrieve("heron")
     assert nodes[0].node.metadata["source"] == KINGFISHER
+
+
+def test_eval_measures_with_a_reranker(reranker: RerankServer, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_eval import write_beir
+
+    root = write_beir(tmp_path / "tiny")
+    monkeypatch.setenv("SURREALDOCS_RERANK_BASE_URL", reranker.url)
+    result = CliRunner().invoke(app, ["eval", str(root), "--model", "hashing-64", "--json",
+                                      "--mode", "text", "--rerank", "rerank:tiny"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["results"][0]["mode"] == "text"
+    assert reranker.requests and all(r["model"] == "tiny" for r in reranker.requests)
+    reranker.requests.clear()
+    result = CliRunner().invoke(app, ["eval", str(root), "--model", "hashing-64", "--json",
+                                      "--mode", "text"])
+    assert result.exit_code == 0 and not reranker.requests
