@@ -573,3 +573,40 @@ def test_page_adds_a_web_page_and_filters_on_metadata(tmp_path: Path, browser: A
     finally:
         site.shutdown()
         site.server_close()
+
+
+def test_page_reranks_with_the_servers_reranker(tmp_path: Path, browser: Any,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 44: a server with a reranker shows a Rerank toggle; on, the reranker's best
+    passage leads and the summary says "reranked"; off, the first stage's order."""
+    from test_rerank import KINGFISHER, TEXTS, rerank_server
+
+    with rerank_server() as reranker:
+        monkeypatch.setenv("SURREALDOCS_RERANK", "rerank:tiny")
+        monkeypatch.setenv("SURREALDOCS_RERANK_BASE_URL", reranker.url)
+        monkeypatch.setenv("SURREALDOCS_RELEVANCE_CUTOFF", "0")  # every heron passage
+        db = str(tmp_path / "db")
+        with served(tmp_path, "--db", db) as (proc, url):
+            wait_ready_process(proc, url)
+            import httpx
+
+            assert httpx.post(url + "/v1/texts", json={"texts": [
+                {"source": s, "text": t} for s, t in TEXTS.items()]},
+                timeout=60).status_code == 200
+            d = browser
+            d.get(url + "/")
+            until(d, lambda d: "Documents" in d.find_element(By.ID, "stats").text)
+            d.find_element(By.CSS_SELECTOR, "#filters summary").click()
+            toggle = d.find_element(By.ID, "f-rerank")
+            until(d, lambda d: d.find_element(By.ID, "f-rerank-label").is_displayed())
+            assert toggle.is_selected()
+            d.find_element(By.CSS_SELECTOR, '.modes [data-mode="text"]').click()
+            box = d.find_element(By.ID, "q")
+            box.send_keys("heron")
+            box.send_keys(Keys.ENTER)
+            until(d, lambda d: "reranked" in d.find_element(By.ID, "summary").text)
+            assert texts(d, "#results .hit .source")[0] == KINGFISHER
+            toggle.click()  # off: searched again in the first stage's order
+            until(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#results .hit")
+                  and "reranked" not in d.find_element(By.ID, "summary").text)
+            assert texts(d, "#results .hit .source")[0] != KINGFISHER
