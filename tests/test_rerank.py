@@ -299,6 +299,13 @@ async def test_mcp_and_the_retrievers_rerank(kb: KnowledgeBase,
 
     nodes = await LlamaRetriever(kb, mode="text", similarity_top_k=2).aretrieve("heron")
     assert nodes[0].node.metadata["source"] == KINGFISHER
+    # a reranker that fails: the first order, and the notice in each hit's metadata
+    reranker.mode = "error"
+    docs = await SurrealDocsRetriever(kb=kb, mode="text", k=2).ainvoke("heron")
+    assert docs[0].metadata["source"] != KINGFISHER
+    assert all("first stage" in d.metadata["notice"] for d in docs)
+    nodes = await LlamaRetriever(kb, mode="text", similarity_top_k=2).aretrieve("heron")
+    assert all("first stage" in n.node.metadata["notice"] for n in nodes)
 
 
 def test_eval_measures_with_a_reranker(reranker: RerankServer, tmp_path: Path,

@@ -18,6 +18,7 @@ async app). :class:`KnowledgeBaseRunner` sends every call to the knowledge base'
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable, Coroutine
 from pathlib import PurePosixPath
@@ -30,6 +31,7 @@ from ..errors import ConfigurationError
 from ..parts.results import Hit
 
 T = TypeVar("T")
+log = logging.getLogger("surrealdocs.integrations")
 Work = Callable[[KnowledgeBase], Coroutine[Any, Any, T]]
 
 
@@ -75,9 +77,19 @@ def limit_alias(options: dict[str, Any], alias: str) -> dict[str, Any]:
     return renamed
 
 
-def hit_metadata(hit: Hit, mode: str) -> dict[str, Any]:
-    """What a citation needs, from a hit: everything but its text, plus the search mode.
-    A document without a title of its own is called by its file name."""
+def search_notice_of(hits: Any) -> str | None:
+    """What the search said beside its hits (a reranker that failed): logged as a warning,
+    and put in each hit's metadata as ``notice`` by the retrievers."""
+    notice = getattr(hits, "notice", None)
+    if notice:
+        log.warning("surrealdocs: %s", notice)
+    return notice if isinstance(notice, str) else None
+
+
+def hit_metadata(hit: Hit, mode: str, notice: str | None = None) -> dict[str, Any]:
+    """What a citation needs, from a hit: everything but its text, plus the search mode
+    (and the search's ``notice``, when it has one). A document without a title of its own
+    is called by its file name."""
     metadata = hit.to_dict()
     metadata.pop("content", None)
     own = metadata.pop("metadata", None) or {}
@@ -87,6 +99,8 @@ def hit_metadata(hit: Hit, mode: str) -> dict[str, Any]:
     if not metadata.get("title"):
         metadata["title"] = PurePosixPath(hit.source.split("://", 1)[-1]).name or hit.source
     metadata["mode"] = mode
+    if notice:
+        metadata["notice"] = notice
     return metadata
 
 

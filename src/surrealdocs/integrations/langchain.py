@@ -39,6 +39,7 @@ from .common import (
     filter_alias,
     hit_metadata,
     limit_alias,
+    search_notice_of,
     search_request,
 )
 
@@ -102,8 +103,9 @@ class SurrealDocsRetriever(BaseRetriever):
         return search_request({name: getattr(self, name) for name in RETRIEVER_OPTIONS})
 
     def _documents(self, hits: Sequence[Hit], mode: str) -> list[Document]:
+        notice = search_notice_of(hits)
         return [Document(id=hit.chunk_id, page_content=hit.content,
-                         metadata=hit_metadata(hit, mode)) for hit in hits]
+                         metadata=hit_metadata(hit, mode, notice)) for hit in hits]
 
     def _request(self, query: str, overrides: dict[str, Any]) -> SearchRequest:
         """This retriever's search with a call's own options (``invoke(q, k=3)``)."""

@@ -42,7 +42,13 @@ from ..config import Settings
 from ..core.kb import KnowledgeBase, SyncKnowledgeBase
 from ..errors import ConfigurationError
 from ..parts.results import Hit
-from .common import KnowledgeBaseRunner, hit_metadata, limit_alias, search_request
+from .common import (
+    KnowledgeBaseRunner,
+    hit_metadata,
+    limit_alias,
+    search_notice_of,
+    search_request,
+)
 
 __all__ = ["SurrealDocsRetriever", "metadata_filters_json"]
 
@@ -120,8 +126,9 @@ class SurrealDocsRetriever(BaseRetriever):
 
     def _nodes(self, hits: Sequence[Hit]) -> list[NodeWithScore]:
         nodes = []
+        notice = search_notice_of(hits)
         for hit in hits:
-            metadata = hit_metadata(hit, self.options.mode)
+            metadata = hit_metadata(hit, self.options.mode, notice)
             node = TextNode(
                 id_=hit.chunk_id, text=hit.content, metadata=metadata,
                 start_char_idx=hit.char_start, end_char_idx=hit.char_end,
