@@ -126,7 +126,8 @@ class Settings:
             ``rerank_base_url``, key ``rerank_api_key``: Cohere, Jina, Voyage, Mixedbread,
             TEI, vLLM, Infinity) or ``llm`` (the chat model scores them); off when empty. A
             search that names ``rerank=off`` skips it; one that fails keeps the first
-            stage's order with a notice (``rerank_timeout`` seconds at most).
+            stage's order with a notice (``rerank_timeout``: the most seconds a search with
+            its rerank stage takes).
         llm_base_url, llm_api_key: where it listens and its key; unset, ``OPENAI_BASE_URL``
             or ``OLLAMA_HOST``, and ``OPENAI_API_KEY``, then the providers' defaults.
         llm_timeout, llm_retries: seconds one chat request may wait for its first token,

@@ -142,6 +142,9 @@ class Searcher:
         if not request.rerank:
             return await self.first_stage(request, filters)
         depth = self.settings.rerank_depth
+        # rerank_timeout bounds the whole search: the reranker gets what the first stage
+        # left of it, so that a reranker that never answers costs the timeout, not more
+        deadline = time.monotonic() + self.settings.rerank_timeout
         hits = await self.first_stage(request.replace(limit=max(request.limit, depth)),
                                       filters)
         for rank, hit in enumerate(hits, 1):
@@ -152,7 +155,7 @@ class Searcher:
                 reranker = self.reranker(str(request.rerank))
                 top = hits[:depth]
                 started = time.monotonic()
-                async with asyncio.timeout(self.settings.rerank_timeout):
+                async with asyncio.timeout(max(0.0, deadline - started)):
                     scores = await reranker.scores(request.query or "", [h.content for h in top])
                 for hit, score in zip(top, scores, strict=True):
                     hit.rerank_score = round(score, 6)
