@@ -26,14 +26,14 @@ import re
 import secrets
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..config import Settings
 from ..errors import ConfigurationError
 from ..parts.metadata import user_metadata
-from ..parts.results import FileResult
+from ..parts.results import FileResult, IngestReport
 from ..store.folders import check_uploads_dir, uploads_dir
 from ..store.storage import Storage
 from ..web.urls import normalise
@@ -244,7 +244,7 @@ class IngestJobs:
     async def _ingest(self, payload: dict[str, Any], folder: Path | None,
                       report: Report) -> dict[str, Any]:
         files = self._files(payload, folder)
-        notebook, topics = payload.get("notebook"), list(payload.get("topics") or [])
+        notebook = payload.get("notebook")
         if notebook:  # fail before the work when the notebook was deleted meanwhile
             await self.notebooks.resolve(notebook)
         total = len(files)
@@ -287,13 +287,8 @@ class IngestJobs:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if notebook or topics:
-            await self.notebooks.file_documents(ingest_report, notebook, topics)
-        metadata = payload.get("metadata")
-        await file_metadata(self.storage, ingest_report, metadata)
         return {"files": total, "done": total, **ingest_report.to_dict(),
-                "notebook": notebook, "topics": topics,
-                **({"metadata": metadata} if metadata else {})}
+                **await self._filed(ingest_report, payload)}
 
     # ----- web pages ------------------------------------------------------------------
     async def submit_urls(self, urls: Sequence[str], *, sitemaps: Sequence[str] = (),
@@ -318,37 +313,35 @@ class IngestJobs:
 
     async def _run_urls(self, job: Job, report: Report) -> dict[str, Any]:
         payload = job.payload or {}
-        notebook, topics = payload.get("notebook"), list(payload.get("topics") or [])
-        if notebook:
-            await self.notebooks.resolve(notebook)
+        if payload.get("notebook"):  # fail before the work when it was deleted meanwhile
+            await self.notebooks.resolve(payload["notebook"])
         done: list[FileResult] = []
         total = [0]
 
         def discovered(n: int) -> None:
             total[0] = n
 
-        def on_result(result: FileResult) -> None:
-            done.append(result)
-
-        task = asyncio.get_running_loop().create_task(self._report_urls(report, done, total))
-        try:
+        async with self._reporting(report, done, total):
             ingest_report = await self.web.ingest(
                 payload.get("urls") or [], sitemaps=payload.get("sitemaps") or [],
                 follow=int(payload.get("follow") or 0),
                 max_pages=int(payload.get("max_pages") or 100),
                 force=bool(payload.get("force")), retry_failed=True,
-                allow_private=bool(payload.get("allow_private")), on_result=on_result,
+                allow_private=bool(payload.get("allow_private")), on_result=done.append,
                 on_discovered=discovered)
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        return {"pages": len(ingest_report.results), **ingest_report.to_dict(),
+                **await self._filed(ingest_report, payload)}
+
+    async def _filed(self, ingest_report: IngestReport,
+                     payload: dict[str, Any]) -> dict[str, Any]:
+        """Put a job's documents in its notebook, with its topics and metadata; what the
+        job's result says of it."""
+        notebook, topics = payload.get("notebook"), list(payload.get("topics") or [])
         if notebook or topics:
             await self.notebooks.file_documents(ingest_report, notebook, topics)
         metadata = payload.get("metadata")
         await file_metadata(self.storage, ingest_report, metadata)
-        return {"pages": len(ingest_report.results), **ingest_report.to_dict(),
-                "notebook": notebook, "topics": topics,
+        return {"notebook": notebook, "topics": topics,
                 **({"metadata": metadata} if metadata else {})}
 
     async def submit_refresh(self, *, older_than: float | None = None, prune: bool = False,
@@ -368,25 +361,32 @@ class IngestJobs:
         def discovered(n: int) -> None:
             total[0] = n
 
-        task = asyncio.get_running_loop().create_task(self._report_urls(report, done, total))
-        try:
+        async with self._reporting(report, done, total):
             refreshed = await self.web.refresh(
                 older_than=payload.get("older_than"), prune=bool(payload.get("prune")),
                 allow_private=bool(payload.get("allow_private")), on_result=done.append,
                 on_discovered=discovered)
+        return {"pages": len(refreshed.results), **refreshed.to_dict()}
+
+    @staticmethod
+    @contextlib.asynccontextmanager
+    async def _reporting(report: Report, done: list[FileResult],
+                         total: list[int]) -> AsyncIterator[None]:
+        """While a web job runs, its progress: pages done of all, the last results."""
+        async def reporter() -> None:
+            while True:
+                await report(min(len(done) / max(total[0], 1), 0.99),
+                             {"pages": total[0], "done": len(done),
+                              "results": [r.to_dict() for r in done[-20:]]})
+                await asyncio.sleep(REPORT_EVERY * 5)
+
+        task = asyncio.get_running_loop().create_task(reporter())
+        try:
+            yield
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        return {"pages": len(refreshed.results), **refreshed.to_dict()}
-
-    @staticmethod
-    async def _report_urls(report: Report, done: list[FileResult], total: list[int]) -> None:
-        while True:
-            await report(min(len(done) / max(total[0], 1), 0.99),
-                         {"pages": total[0], "done": len(done),
-                          "results": [r.to_dict() for r in done[-20:]]})
-            await asyncio.sleep(REPORT_EVERY * 5)
 
     def _remove(self, folder: Path | None) -> None:
         if folder is not None and folder.parent == self.root and is_upload_folder(folder):

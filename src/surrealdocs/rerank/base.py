@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 
@@ -29,3 +29,12 @@ def unit(score: float) -> float:
     if 0.0 <= score <= 1.0:
         return score
     return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, score))))
+
+
+async def in_batches(texts: Sequence[str], size: int,
+                     score: Callable[[list[str]], Awaitable[list[float]]]) -> list[float]:
+    """``score`` over ``texts`` in batches of ``size``, the scores in the texts' order."""
+    out: list[float] = []
+    for start in range(0, len(texts), size):
+        out += await score(list(texts[start:start + size]))
+    return out

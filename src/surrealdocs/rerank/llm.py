@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from ..chat import chat_model
 from ..config import Settings
-from .base import RerankError
+from .base import RerankError, in_batches
 
 BATCH = 25
 PASSAGE_CHARS = 1200
@@ -33,10 +33,7 @@ class LlmReranker:
         self.name = "llm"
 
     async def scores(self, query: str, texts: Sequence[str]) -> list[float]:
-        out: list[float] = []
-        for start in range(0, len(texts), BATCH):
-            out += await self._batch(query, list(texts[start:start + BATCH]))
-        return out
+        return await in_batches(texts, BATCH, lambda batch: self._batch(query, batch))
 
     async def _batch(self, query: str, texts: list[str]) -> list[float]:
         passages = "\n\n".join(f"[{n}] {' '.join(t.split())[:PASSAGE_CHARS]}"

@@ -16,7 +16,7 @@ from ..config import Settings
 from ..parts.http_api import RetryPolicy, checked_base_url
 from ..parts.http_api import retry_after as server_wait
 from ..parts.secrets_mask import mask
-from .base import RerankError, unit
+from .base import RerankError, in_batches, unit
 
 BATCH = 64  # passages in one request
 BASE_URL_ENV = "SURREALDOCS_RERANK_BASE_URL"
@@ -42,10 +42,7 @@ class RerankService:
             self.timeout, connect=min(5.0, self.timeout)))
 
     async def scores(self, query: str, texts: Sequence[str]) -> list[float]:
-        out: list[float] = []
-        for start in range(0, len(texts), BATCH):
-            out += await self._batch(query, list(texts[start:start + BATCH]))
-        return out
+        return await in_batches(texts, BATCH, lambda batch: self._batch(query, batch))
 
     async def _batch(self, query: str, texts: list[str]) -> list[float]:
         body = {"model": self.model, "query": query, "documents": texts, "top_n": len(texts)}
